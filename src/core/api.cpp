@@ -1,0 +1,274 @@
+#include "core/api.h"
+
+#include <cstring>
+#include <new>
+
+#include "proto/connect.h"
+#include "proto/sendrecv.h"
+
+namespace nf {
+namespace api {
+namespace {
+
+// No exception may cross the C ABI: allocation failures become an error NCCL sees.
+template <typename F>
+Status guarded(const char* what, F f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    NF_WARN("%s: out of memory", what);
+    return Status::kSystemError;
+  } catch (...) {
+    NF_WARN("%s: unexpected internal failure", what);
+    return Status::kInternalError;
+  }
+}
+
+Status resolve_ctx(void* ctx, PluginCtx** out) {
+  if (ctx == nullptr) {
+    *out = default_ctx_if_any();
+    if (*out == nullptr) {
+      NF_WARN("called before init");
+      return Status::kInternalError;
+    }
+    return Status::kOk;
+  }
+  PluginCtx* p = static_cast<PluginCtx*>(ctx);
+  if (p->magic != kCtxMagic) {
+    NF_WARN("not a context of this plugin: %p", ctx);
+    return Status::kInternalError;
+  }
+  *out = p;
+  return Status::kOk;
+}
+
+Comm* as_comm(void* p, CommRole role, const char* what) {
+  Comm* c = static_cast<Comm*>(p);
+  if (c == nullptr || c->magic != kCommMagic || c->role != role) {
+    NF_WARN("%s: %p is not a %s comm of this plugin", what, p,
+            role == CommRole::kSend ? "send" : role == CommRole::kRecv ? "recv" : "listen");
+    return nullptr;
+  }
+  return c;
+}
+
+Comm* as_data_comm(void* p, const char* what) {
+  Comm* c = static_cast<Comm*>(p);
+  if (c == nullptr || c->magic != kCommMagic || c->role == CommRole::kListen) {
+    NF_WARN("%s: %p is not a send or recv comm of this plugin", what, p);
+    return nullptr;
+  }
+  return c;
+}
+
+}  // namespace
+
+Status init(void** ctx, LoggerFn log) {
+  set_logger(log);
+  *ctx = nullptr;
+  return guarded("init", [&] {
+    PluginCtx* p = nullptr;
+    NF_CHECK(ctx_create(&p));
+    *ctx = p;
+    return Status::kOk;
+  });
+}
+
+Status init_default(LoggerFn log) {
+  set_logger(log);
+  return guarded("init", [&] {
+    PluginCtx* p = nullptr;
+    return default_ctx(&p);
+  });
+}
+
+Status finalize(void* ctx) {
+  if (ctx == nullptr) return Status::kOk;  // NCCL 2.28.9 finalizes after a failed init too
+  PluginCtx* p = static_cast<PluginCtx*>(ctx);
+  if (p->magic != kCtxMagic) {
+    NF_WARN("finalize: %p is not a context of this plugin", ctx);
+    return Status::kInternalError;
+  }
+  ctx_destroy(p);
+  return Status::kOk;
+}
+
+Status devices(int* ndev) {
+  *ndev = device_count();
+  return Status::kOk;
+}
+
+Status get_properties(int dev, DeviceProps* props) { return device_props(dev, props); }
+
+Status listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  *listen_comm = nullptr;
+  return guarded("listen", [&] {
+    PluginCtx* p = nullptr;
+    NF_CHECK(resolve_ctx(ctx, &p));
+    ConnectEnv env;
+    NF_CHECK(device_env(*p, dev, &env));
+    std::unique_ptr<Comm> l;
+    NF_CHECK(sr_listen(env, handle, &l));
+    *listen_comm = l.release();
+    return Status::kOk;
+  });
+}
+
+Status connect(void* ctx, int dev, void* handle, void** send_comm) {
+  *send_comm = nullptr;
+  return guarded("connect", [&] {
+    PluginCtx* p = nullptr;
+    NF_CHECK(resolve_ctx(ctx, &p));
+    Comm* c = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(p->mu);
+      auto it = p->pending.find(handle);
+      // The same buffer with other contents is a new connect: the old one was abandoned.
+      if (it != p->pending.end() &&
+          memcmp(&it->second->handle, handle, sizeof(WireHandle)) != 0)
+        p->pending.erase(it), it = p->pending.end();
+      if (it != p->pending.end()) c = it->second.get();
+    }
+    if (c == nullptr) {
+      ConnectEnv env;
+      NF_CHECK(device_env(*p, dev, &env));
+      std::unique_ptr<Comm> fresh;
+      NF_CHECK(sr_connect_start(env, handle, &fresh));
+      c = fresh.get();
+      std::lock_guard<std::mutex> lock(p->mu);
+      p->pending[handle] = std::move(fresh);
+    }
+    bool done = false;
+    Status s = sr_connect_poll(*c, p->params, &done);
+    if (!ok(s) || done) {
+      std::lock_guard<std::mutex> lock(p->mu);
+      auto it = p->pending.find(handle);
+      if (ok(s)) {
+        *send_comm = it->second.release();
+      }
+      p->pending.erase(it);  // a failed connect is closed here
+    }
+    return s;
+  });
+}
+
+Status accept(void* listen_comm, void** recv_comm) {
+  *recv_comm = nullptr;
+  Comm* l = as_comm(listen_comm, CommRole::kListen, "accept");
+  if (l == nullptr) return Status::kInternalError;
+  return guarded("accept", [&] {
+    std::unique_ptr<Comm> rc;
+    NF_CHECK(sr_accept(*l, l->params, &rc));
+    *recv_comm = rc.release();
+    return Status::kOk;
+  });
+}
+
+Status reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  *mhandle = nullptr;
+  Comm* c = as_data_comm(comm, "regMr");
+  if (c == nullptr) return Status::kInternalError;
+  if (type != kPtrHost) {
+    NF_WARN("regMr: memory type %d is not supported: this build registers host memory only "
+            "(GPUDirect RDMA is not implemented yet); NCCL stages GPU data through host memory "
+            "when the device does not advertise NCCL_PTR_CUDA", type);
+    return Status::kInternalError;
+  }
+  return guarded("regMr", [&] {
+    MemHandle* mh = nullptr;
+    NF_CHECK(sr_reg_mr(*c, data, size, &mh));
+    *mhandle = mh;
+    return Status::kOk;
+  });
+}
+
+Status reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                     void** mhandle) {
+  (void)comm; (void)data; (void)size; (void)offset; (void)fd;
+  *mhandle = nullptr;
+  NF_WARN("regMrDmaBuf (type %d): DMA-BUF registration is not supported by this build", type);
+  return Status::kInternalError;
+}
+
+Status dereg_mr(void* comm, void* mhandle) {
+  Comm* c = as_data_comm(comm, "deregMr");
+  MemHandle* mh = static_cast<MemHandle*>(mhandle);
+  if (c == nullptr) return Status::kInternalError;
+  if (mh == nullptr || mh->magic != kMrMagic) {
+    NF_WARN("deregMr: %p is not a registration of this plugin", mhandle);
+    return Status::kInternalError;
+  }
+  return sr_dereg_mr(*c, mh);
+}
+
+Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request) {
+  Comm* c = static_cast<Comm*>(send_comm);
+  *request = nullptr;
+  if (__builtin_expect(c == nullptr || c->magic != kCommMagic || c->role != CommRole::kSend, 0)) {
+    as_comm(send_comm, CommRole::kSend, "isend");
+    return Status::kInternalError;
+  }
+  Request* r = nullptr;
+  Status s = sr_isend(*c, data, size, tag, static_cast<MemHandle*>(mhandle), &r);
+  *request = r;
+  return s;
+}
+
+Status irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
+             void** mhandles, void** request) {
+  Comm* c = static_cast<Comm*>(recv_comm);
+  *request = nullptr;  // also overwrites NCCL's 0x1 hint
+  if (__builtin_expect(c == nullptr || c->magic != kCommMagic || c->role != CommRole::kRecv, 0)) {
+    as_comm(recv_comm, CommRole::kRecv, "irecv");
+    return Status::kInternalError;
+  }
+  if (__builtin_expect(n < 1 || n > kMaxGroup || n > c->max_recvs, 0)) {
+    NF_WARN("irecv: %d receives in one group; this device offers 1..%d", n, c->max_recvs);
+    return Status::kInternalError;
+  }
+  Request* r = nullptr;
+  Status s = sr_irecv(*c, n, data, sizes, tags, reinterpret_cast<MemHandle* const*>(mhandles), &r);
+  *request = r;
+  return s;
+}
+
+Status iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  (void)recv_comm; (void)n; (void)data; (void)sizes; (void)mhandles;
+  // Host memory is coherent once the receive completed: nothing to wait for.
+  *request = nullptr;
+  return Status::kOk;
+}
+
+Status test(void* request, int* done, int* sizes) {
+  Request* r = static_cast<Request*>(request);
+  if (__builtin_expect(r == nullptr || r->magic != kReqMagic, 0)) {
+    NF_WARN("test: %p is not a request in flight (already completed, or not ours)", request);
+    *done = 0;
+    return Status::kInternalError;
+  }
+  return sr_test(r, done, sizes);
+}
+
+Status close_send(void* send_comm) {
+  Comm* c = as_comm(send_comm, CommRole::kSend, "closeSend");
+  if (c == nullptr) return Status::kInternalError;
+  delete c;
+  return Status::kOk;
+}
+
+Status close_recv(void* recv_comm) {
+  Comm* c = as_comm(recv_comm, CommRole::kRecv, "closeRecv");
+  if (c == nullptr) return Status::kInternalError;
+  delete c;
+  return Status::kOk;
+}
+
+Status close_listen(void* listen_comm) {
+  Comm* c = as_comm(listen_comm, CommRole::kListen, "closeListen");
+  if (c == nullptr) return Status::kInternalError;
+  delete c;
+  return Status::kOk;
+}
+
+}  // namespace api
+}  // namespace nf

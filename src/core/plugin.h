@@ -1,0 +1,60 @@
+// Plugin contexts (one per NCCL init, or the process default for v6-v10) and the process-wide
+// device table they share.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "fabric/fabric.h"
+#include "proto/connect.h"
+#include "util/params.h"
+
+namespace nf {
+
+constexpr uint32_t kCtxMagic = 0x58544346u;
+
+struct PluginCtx {
+  uint32_t magic = kCtxMagic;
+  Params params;
+  std::mutex mu;  // guards `pending`: connects may be polled from several service threads
+  // Connects in progress, keyed by the handle buffer NCCL polls them with.
+  std::unordered_map<const void*, std::unique_ptr<Comm>> pending;
+};
+
+// What getProperties reports for one device; api/ copies it into NCCL's struct of each version.
+struct DeviceProps {
+  const char* name;
+  const char* pci_path;  // NULL when the NIC has none
+  uint64_t guid;
+  int ptr_support;       // kPtrHost...
+  int reg_is_global;
+  int force_flush;
+  int speed_mbps;
+  int port;
+  float latency_us;
+  int max_comms;
+  int max_recvs;
+  size_t max_p2p_bytes;
+  size_t max_coll_bytes;
+};
+
+constexpr int kPtrHost = 0x1;  // same bits as NCCL_PTR_*
+constexpr int kPtrCuda = 0x2;
+constexpr int kPtrDmabuf = 0x4;
+
+// Creates a context: reads NCCL_FABRIC_*, finds the devices on first use.
+Status ctx_create(PluginCtx** out);
+void ctx_destroy(PluginCtx* ctx);
+// The shared context of the versions whose NCCL does not pass one (v6-v10).
+Status default_ctx(PluginCtx** out);
+PluginCtx* default_ctx_if_any();
+
+int device_count();
+Status device_props(int dev, DeviceProps* out);
+// The connect environment of a device: its domain (opened on first use) and provider.
+Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out);
+
+}  // namespace nf

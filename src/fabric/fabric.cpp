@@ -1,0 +1,307 @@
+#include "fabric/fabric.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include <rdma/fi_errno.h>
+
+#include "fabric/errors.h"
+#include "util/log.h"
+
+namespace nf {
+namespace {
+
+uint64_t fnv1a64(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string real_path(const std::string& p) {
+  char buf[PATH_MAX];
+  if (realpath(p.c_str(), buf) == nullptr) return "";
+  return buf;
+}
+
+// The NIC's PCI function in sysfs: from the provider's bus attributes where it gives them, else
+// from the domain name (network interfaces, RDMA devices).
+std::string find_pci_path(const fi_info* info) {
+  if (info->nic != nullptr && info->nic->bus_attr != nullptr &&
+      info->nic->bus_attr->bus_type == FI_BUS_PCI) {
+    const fi_pci_attr& pci = info->nic->bus_attr->attr.pci;
+    char p[128];
+    snprintf(p, sizeof(p), "/sys/bus/pci/devices/%04x:%02x:%02x.%x", pci.domain_id, pci.bus_id,
+             pci.device_id, pci.function_id);
+    std::string r = real_path(p);
+    if (!r.empty()) return r;
+  }
+  const char* dn = info->domain_attr != nullptr ? info->domain_attr->name : nullptr;
+  if (dn == nullptr) return "";
+  std::string name = dn;
+  std::string r = real_path("/sys/class/net/" + name + "/device");
+  if (!r.empty()) return r;
+  for (const char* suffix : {"-rdm", "-dgrm"}) {
+    size_t n = strlen(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) {
+      r = real_path("/sys/class/infiniband/" + name.substr(0, name.size() - n) + "/device");
+      if (!r.empty()) return r;
+    }
+  }
+  return "";
+}
+
+int find_speed_mbps(const fi_info* info) {
+  if (info->nic != nullptr && info->nic->link_attr != nullptr && info->nic->link_attr->speed > 0)
+    return static_cast<int>(info->nic->link_attr->speed / 1000000ull);
+  if (info->domain_attr == nullptr || info->domain_attr->name == nullptr) return 0;
+  std::string p = std::string("/sys/class/net/") + info->domain_attr->name + "/speed";
+  FILE* f = fopen(p.c_str(), "r");
+  if (f == nullptr) return 0;
+  int v = 0;
+  if (fscanf(f, "%d", &v) != 1 || v < 0) v = 0;
+  fclose(f);
+  return v;
+}
+
+bool is_loopback_domain(const fi_info* info) {
+  const char* dn = info->domain_attr->name;
+  if (dn != nullptr && strcmp(dn, "lo") == 0) return true;
+  if (info->src_addr != nullptr && info->addr_format == FI_SOCKADDR_IN &&
+      info->src_addrlen >= 8) {
+    const uint8_t* a = static_cast<const uint8_t*>(info->src_addr);
+    return a[4] == 127;  // sin_addr's first byte
+  }
+  return false;
+}
+
+std::set<std::string> split_list(const std::string& s) {
+  std::set<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > pos) out.insert(s.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+InfoPtr make_hints(const std::string& provider) {
+  InfoPtr hints(fi_allocinfo());
+  if (!hints) return hints;
+  hints->caps = FI_TAGGED;
+  // We hand the provider an fi_context2 with every operation, so it may ask for either.
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->threading = FI_THREAD_SAFE;
+  // Every mode we can honour; the provider keeps what it needs and we obey what it returns.
+  hints->domain_attr->mr_mode =
+      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  // Sends with the same tag must match receives in posting order: NCCL's FIFO rule.
+  hints->tx_attr->msg_order = FI_ORDER_SAS;
+  hints->rx_attr->msg_order = FI_ORDER_SAS;
+  hints->fabric_attr->prov_name = strdup(provider.c_str());
+  return hints;
+}
+
+}  // namespace
+
+uint32_t fabric_api_version() {
+  uint32_t built = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+  uint32_t lib = fi_version();
+  return lib < built ? lib : built;
+}
+
+const std::vector<std::string>& default_provider_order() {
+  static const std::vector<std::string> order = {"efa", "verbs;ofi_rxm", "tcp;ofi_rxm", "tcp"};
+  return order;
+}
+
+Status discover_nics(const std::string& wanted, const std::string& domain_filter,
+                     std::vector<Nic>* out, std::string* report) {
+  out->clear();
+  report->clear();
+  std::vector<std::string> candidates;
+  if (!wanted.empty()) candidates.push_back(wanted);
+  else candidates = default_provider_order();
+  const std::set<std::string> domains = split_list(domain_filter);
+
+  for (const std::string& prov : candidates) {
+    InfoPtr hints = make_hints(prov);
+    if (!hints) return Status::kSystemError;
+    fi_info* list = nullptr;
+    int rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &list);
+    InfoPtr owned(list);
+    if (!report->empty()) *report += "; ";
+    if (rc != 0) {
+      *report += "'" + prov + "': " + fi_strerror(-rc) + " (-" + fi_errno_name(rc) + ")";
+      continue;
+    }
+    std::vector<Nic> found, loop;
+    std::set<std::string> seen;
+    for (fi_info* i = list; i != nullptr; i = i->next) {
+      if (i->fabric_attr->prov_name == nullptr || prov != i->fabric_attr->prov_name) continue;
+      const char* dn = i->domain_attr->name ? i->domain_attr->name : "";
+      if (!domains.empty() && domains.count(dn) == 0) continue;
+      if (!seen.insert(dn).second) continue;  // first entry of a domain is the provider's best
+      Nic nic;
+      nic.info.reset(fi_dupinfo(i));
+      if (!nic.info) return Status::kSystemError;
+      nic.provider = prov;
+      nic.domain = dn;
+      nic.pci_path = find_pci_path(i);
+      nic.speed_mbps = find_speed_mbps(i);
+      nic.loopback = is_loopback_domain(i);
+      nic.guid = fnv1a64(nic.pci_path.empty() ? prov + "/" + nic.domain : nic.pci_path);
+      (nic.loopback ? loop : found).push_back(std::move(nic));
+    }
+    // A loopback NIC is useless between hosts: use it only when it is all there is.
+    if (found.empty()) found = std::move(loop);
+    if (found.empty()) {
+      *report += "'" + prov + "': no domain" +
+                 (domains.empty() ? std::string() : " matching NCCL_FABRIC_DOMAIN=" + domain_filter);
+      continue;
+    }
+    *report += "'" + prov + "': " + std::to_string(found.size()) + " domain(s)";
+    *out = std::move(found);
+    return Status::kOk;
+  }
+  return Status::kSystemError;
+}
+
+Status Domain::open(const Nic& nic, std::shared_ptr<Domain>* out) {
+  std::shared_ptr<Domain> d(new Domain());
+  d->info_.reset(fi_dupinfo(nic.info.get()));
+  if (!d->info_) return Status::kSystemError;
+  d->name_ = nic.domain;
+  int rc = fi_fabric(d->info_->fabric_attr, &d->fabric_, nullptr);
+  if (rc != 0) return fi_fail("fi_fabric", rc, nic.domain.c_str());
+  rc = fi_domain(d->fabric_, d->info_.get(), &d->domain_, nullptr);
+  if (rc != 0) return fi_fail("fi_domain", rc, nic.domain.c_str());
+  *out = std::move(d);
+  return Status::kOk;
+}
+
+Domain::~Domain() {
+  if (domain_ != nullptr) fi_close(&domain_->fid);
+  if (fabric_ != nullptr) fi_close(&fabric_->fid);
+}
+
+Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out) {
+  *out = MemReg();
+  out->base = reinterpret_cast<uintptr_t>(buf);
+  out->len = len;
+  const uint64_t mode = dom.mr_mode();
+  // Without FI_MR_LOCAL the provider needs no descriptor for sends and receives.
+  if ((mode & FI_MR_LOCAL) == 0 || len == 0) return Status::kOk;
+  const uint64_t key = (mode & FI_MR_PROV_KEY) ? 0 : dom.next_requested_key();
+  int rc = fi_mr_reg(dom.domain(), buf, len, FI_SEND | FI_RECV, 0, key, 0, &out->mr, nullptr);
+  if (rc != 0) {
+    char ctx[160];
+    snprintf(ctx, sizeof(ctx), "registering %zu bytes at %p on %s", len, buf, dom.name().c_str());
+    return fi_fail("fi_mr_reg", rc, ctx);
+  }
+  if (mode & FI_MR_ENDPOINT) {
+    rc = fi_mr_bind(out->mr, &ep->fid, 0);
+    if (rc == 0) rc = fi_mr_enable(out->mr);
+    if (rc != 0) {
+      fi_close(&out->mr->fid);
+      out->mr = nullptr;
+      return fi_fail("fi_mr_bind/fi_mr_enable", rc, dom.name().c_str());
+    }
+  }
+  out->desc = fi_mr_desc(out->mr);
+  out->key = fi_mr_key(out->mr);
+  return Status::kOk;
+}
+
+void deregister_memory(MemReg* reg) {
+  if (reg->mr != nullptr) {
+    int rc = fi_close(&reg->mr->fid);
+    if (rc != 0) fi_fail("fi_close(mr)", rc, nullptr);
+  }
+  *reg = MemReg();
+}
+
+Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size,
+                      std::unique_ptr<Endpoint>* out) {
+  std::unique_ptr<Endpoint> e(new Endpoint());
+  e->dom_ = std::move(dom);
+  const fi_info* info = e->dom_->info();
+  const char* where = e->dom_->name().c_str();
+
+  fi_cq_attr cq_attr = {};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.size = cq_size;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  int rc = fi_cq_open(e->dom_->domain(), &cq_attr, &e->cq_, nullptr);
+  if (rc != 0) return fi_fail("fi_cq_open", rc, where);
+
+  fi_av_attr av_attr = {};
+  av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type
+                                                            : FI_AV_TABLE;
+  av_attr.count = 4;
+  rc = fi_av_open(e->dom_->domain(), &av_attr, &e->av_, nullptr);
+  if (rc != 0) return fi_fail("fi_av_open", rc, where);
+
+  rc = fi_endpoint(e->dom_->domain(), const_cast<fi_info*>(info), &e->ep_, nullptr);
+  if (rc != 0) return fi_fail("fi_endpoint", rc, where);
+  rc = fi_ep_bind(e->ep_, &e->av_->fid, 0);
+  if (rc != 0) return fi_fail("fi_ep_bind(av)", rc, where);
+  rc = fi_ep_bind(e->ep_, &e->cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (rc != 0) return fi_fail("fi_ep_bind(cq)", rc, where);
+  rc = fi_enable(e->ep_);
+  if (rc != 0) return fi_fail("fi_enable", rc, where);
+  *out = std::move(e);
+  return Status::kOk;
+}
+
+Endpoint::~Endpoint() {
+  // The endpoint first: closing it cancels what is still in flight.
+  if (ep_ != nullptr) fi_close(&ep_->fid);
+  if (av_ != nullptr) fi_close(&av_->fid);
+  if (cq_ != nullptr) fi_close(&cq_->fid);
+}
+
+Status Endpoint::name(uint8_t* buf, size_t* len) const {
+  int rc = fi_getname(&ep_->fid, buf, len);
+  if (rc != 0) return fi_fail("fi_getname", rc, dom_->name().c_str());
+  return Status::kOk;
+}
+
+Status Endpoint::insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out) {
+  (void)len;  // the provider knows its address length; we checked it against ours
+  int rc = fi_av_insert(av_, addr, 1, out, 0, nullptr);
+  if (rc != 1) return fi_fail("fi_av_insert", rc < 0 ? rc : -FI_EINVAL, dom_->name().c_str());
+  return Status::kOk;
+}
+
+int Endpoint::read(fi_cq_tagged_entry* entries, int max, CqError* err) {
+  ssize_t rc = fi_cq_read(cq_, entries, static_cast<size_t>(max));
+  if (rc > 0) return static_cast<int>(rc);
+  if (rc == -FI_EAGAIN) return 0;
+  if (rc == -FI_EAVAIL) {
+    fi_cq_err_entry e = {};
+    ssize_t r2 = fi_cq_readerr(cq_, &e, 0);
+    if (r2 == 1) {
+      err->err = e.err != 0 ? e.err : FI_EOTHER;
+      err->op_context = e.op_context;
+      err->text = cq_error_text(cq_, e);
+      return -1;
+    }
+    if (r2 == -FI_EAGAIN) return 0;
+    rc = r2;
+  }
+  err->err = static_cast<int>(rc < 0 ? -rc : rc);
+  err->op_context = nullptr;
+  err->text = fi_error_text("fi_cq_read", static_cast<int>(rc));
+  return -1;
+}
+
+}  // namespace nf

@@ -1,0 +1,125 @@
+// RAII over libfabric objects and provider selection. Knows nothing of NCCL.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_tagged.h>
+
+#include "util/status.h"
+
+namespace nf {
+
+// The libfabric API version we ask for: never above what the library offers (1.17 refuses 1.18).
+uint32_t fabric_api_version();
+
+struct InfoDeleter {
+  void operator()(fi_info* i) const { fi_freeinfo(i); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+// One NIC as libfabric presents it: a domain of one provider.
+struct Nic {
+  InfoPtr info;          // a private copy (fi_dupinfo) of the entry we chose for this domain
+  std::string provider;  // e.g. "tcp;ofi_rxm"
+  std::string domain;    // e.g. "rdmap16s27-rdm", "lo"
+  std::string pci_path;  // canonical /sys/devices/... path, or "" when there is none
+  int speed_mbps = 0;    // 0 when unknown
+  uint64_t guid = 0;
+  bool loopback = false;
+};
+
+// The providers tried when NCCL_FABRIC_PROVIDER is empty, best first.
+const std::vector<std::string>& default_provider_order();
+
+// Finds the NICs of the first provider (from `wanted`, or the default order) that has any.
+// `domain_filter` is a comma-separated list of domain names ("" = all). On failure, *report says
+// which providers were tried and what each answered.
+Status discover_nics(const std::string& wanted, const std::string& domain_filter,
+                     std::vector<Nic>* out, std::string* report);
+
+// An open fabric + domain for one NIC. Shared by every comm on that NIC.
+class Domain {
+ public:
+  static Status open(const Nic& nic, std::shared_ptr<Domain>* out);
+  ~Domain();
+  Domain(const Domain&) = delete;
+  Domain& operator=(const Domain&) = delete;
+
+  const fi_info* info() const { return info_.get(); }
+  fid_domain* domain() const { return domain_; }
+  uint64_t mr_mode() const { return static_cast<uint64_t>(info_->domain_attr->mr_mode); }
+  size_t inject_size() const { return info_->tx_attr->inject_size; }
+  uint64_t max_msg_size() const { return info_->ep_attr->max_msg_size; }
+  const std::string& name() const { return name_; }
+  // Keys for providers that do not choose them (no FI_MR_PROV_KEY): unique per domain.
+  uint64_t next_requested_key() { return next_key_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  Domain() = default;
+  InfoPtr info_;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  std::string name_;
+  std::atomic<uint64_t> next_key_{1};
+};
+
+// A memory registration, or the absence of one where the provider needs none.
+struct MemReg {
+  fid_mr* mr = nullptr;
+  void* desc = nullptr;  // what fi_tsend/fi_trecv take; NULL where no registration is needed
+  uint64_t key = 0;
+  uintptr_t base = 0;
+  size_t len = 0;
+};
+
+// Registers [buf, buf+len) for local send/recv as the provider's mr_mode demands
+// (FI_MR_LOCAL: a descriptor; FI_MR_ENDPOINT: bound to `ep`; no FI_MR_PROV_KEY: our key).
+Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out);
+void deregister_memory(MemReg* reg);
+
+// What a poll of the completion queue found.
+struct CqError {
+  int err = 0;          // positive FI_E*
+  void* op_context = nullptr;
+  std::string text;
+};
+
+// One RDM endpoint with its own completion queue and address vector.
+class Endpoint {
+ public:
+  static Status open(std::shared_ptr<Domain> dom, size_t cq_size, std::unique_ptr<Endpoint>* out);
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  fid_ep* ep() const { return ep_; }
+  fid_cq* cq() const { return cq_; }
+  Domain& domain() const { return *dom_; }
+  const std::shared_ptr<Domain>& domain_ptr() const { return dom_; }
+
+  // Our address, as peers insert it.
+  Status name(uint8_t* buf, size_t* len) const;
+  Status insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out);
+
+  // Reads up to `max` completions. Returns how many (0 = none), or -1 with *err filled when an
+  // error completion was at the head of the queue.
+  int read(fi_cq_tagged_entry* entries, int max, CqError* err);
+
+ private:
+  Endpoint() = default;
+  std::shared_ptr<Domain> dom_;
+  fid_av* av_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_ep* ep_ = nullptr;
+};
+
+}  // namespace nf

@@ -1,0 +1,235 @@
+// Connection setup for SENDRECV: listen publishes a handle, connect sends a ConnectMsg that
+// proves it holds the handle, accept answers with an AckMsg. Every step is a poll: nothing here
+// blocks, and every wait ends at NCCL_FABRIC_CONNECT_TIMEOUT.
+#include <cstring>
+#include <sys/random.h>
+
+#include "fabric/errors.h"
+#include "proto/connect.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace nf {
+namespace {
+
+enum ListenStage { kPostRecv = 0, kWaitConnect, kWaitAck, kWaitNack };
+enum ConnectStage { kPostAckRecv = 0, kPostConnect, kWaitReply };
+
+uint64_t random_u64() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v))) v = now_ns() * 0x9e3779b97f4a7c15ull;
+  return v;
+}
+
+bool timed_out(const Comm& c, const Params& p) {
+  const uint64_t limit = static_cast<uint64_t>(p.get_int(ParamId::kConnectTimeout)) * 1000000000ull;
+  return now_ns() - c.started_ns > limit;
+}
+
+Status our_address(const Comm& c, uint8_t* addr, size_t* len) {
+  *len = kMaxAddrLen;
+  Status s = c.ep->name(addr, len);
+  if (!ok(s)) return s;
+  if (*len == 0 || *len > kMaxAddrLen) {
+    NF_WARN("provider address of %zu bytes does not fit the %zu bytes the handle has", *len,
+            kMaxAddrLen);
+    return Status::kInternalError;
+  }
+  return Status::kOk;
+}
+
+// Answers a connect we refuse, so the sender fails at once instead of at its timeout.
+void send_nack(Comm& l, AckStatus why) {
+  fi_addr_t a;
+  if (!ok(l.ep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &a))) return;
+  l.peer = a;
+  encode_ack(l.ctrl->connect, why, &l.ctrl->ack);
+  if (ok(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), kTagAck, &l.ctrl_send)) && l.ctrl_send)
+    l.stage = kWaitNack;
+}
+
+}  // namespace
+
+Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out) {
+  std::unique_ptr<Comm> l;
+  NF_CHECK(comm_create(CommRole::kListen, env.dom, *env.params, &l));
+  uint8_t addr[kMaxAddrLen];
+  size_t len = 0;
+  NF_CHECK(our_address(*l, addr, &len));
+  encode_handle(random_u64(), env.prov_hash, addr, len, handle);
+  memcpy(&l->handle, handle, sizeof(WireHandle));
+  l->peer_name = "listener " + address_text(*l->ep, addr, len);
+  l->stage = kPostRecv;
+  *out = std::move(l);
+  return Status::kOk;
+}
+
+Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
+  out->reset();
+  if (l.accepted) {
+    NF_WARN("accept called again on a listen comm that already produced its connection (NCCL "
+            "uses one listen comm per connection)");
+    return Status::kInternalError;
+  }
+  if (l.started_ns == 0) l.started_ns = now_ns();
+  if (l.stage == kPostRecv) {
+    NF_CHECK(ctrl_post(l, false, &l.ctrl->connect, sizeof(ConnectMsg) + sizeof(l.ctrl->connect_slack),
+                       kTagConnect, &l.ctrl_recv));
+    if (l.ctrl_recv != nullptr) l.stage = kWaitConnect;
+  }
+  NF_CHECK(comm_progress(l));
+
+  if (l.stage == kWaitConnect && l.ctrl_recv->state != ReqState::kPending) {
+    Request* r = l.ctrl_recv;
+    l.ctrl_recv = nullptr;
+    const bool got = r->state == ReqState::kDone;
+    const size_t len = r->sizes[0];
+    request_release(r);
+    l.stage = kPostRecv;
+    std::string why;
+    bool bad_version = false;
+    if (!got) {
+      NF_WARN("%s: a connection attempt failed before it was read; still waiting", l.peer_name.c_str());
+    } else if (!decode_connect(l.ctrl->connect, len, &why, &bad_version)) {
+      NF_WARN("%s refused a connection: %s", l.peer_name.c_str(), why.c_str());
+      if (bad_version && l.ctrl->connect.addr_len > 0 && l.ctrl->connect.addr_len <= kMaxAddrLen)
+        send_nack(l, AckStatus::kBadVersion);
+    } else if (l.ctrl->connect.token != l.handle.token) {
+      NF_WARN("%s refused a connection with the wrong token (a stale or foreign handle)",
+              l.peer_name.c_str());
+      send_nack(l, AckStatus::kBadToken);
+    } else if (l.ctrl->connect.provider_hash != l.handle.provider_hash) {
+      NF_WARN("%s refused a connection from a peer on another libfabric provider; set "
+              "NCCL_FABRIC_PROVIDER the same on every node", l.peer_name.c_str());
+      send_nack(l, AckStatus::kProviderMismatch);
+    } else {
+      NF_CHECK(l.ep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &l.peer));
+      encode_ack(l.ctrl->connect, AckStatus::kOk, &l.ctrl->ack);
+      NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), kTagAck, &l.ctrl_send));
+      if (l.ctrl_send == nullptr) {
+        // The provider pushed back: answer from the next call.
+        l.stage = kPostRecv;
+        NF_WARN("%s: could not post the handshake reply yet (-FI_EAGAIN); the peer will retry",
+                l.peer_name.c_str());
+      } else {
+        l.stage = kWaitAck;
+      }
+    }
+  }
+
+  if ((l.stage == kWaitAck || l.stage == kWaitNack) && l.ctrl_send->state != ReqState::kPending) {
+    Request* r = l.ctrl_send;
+    l.ctrl_send = nullptr;
+    const bool sent = r->state == ReqState::kDone;
+    request_release(r);
+    if (l.stage == kWaitNack) {
+      l.stage = kPostRecv;  // keep listening for the right peer
+    } else if (!sent) {
+      NF_WARN("%s: the handshake reply to the peer failed", l.peer_name.c_str());
+      return Status::kRemoteError;
+    } else {
+      // The listen comm's endpoint becomes the recv comm's: data may already wait on it.
+      std::unique_ptr<Comm> rc(new Comm(CommRole::kRecv, std::move(l.ep),
+                                        kMaxRequests + 2, params));
+      rc->ctrl = std::move(l.ctrl);
+      rc->ctrl_reg = l.ctrl_reg;
+      l.ctrl_reg = MemReg();
+      rc->peer = l.peer;
+      rc->peer_name = address_text(*rc->ep, rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
+      rc->handle = l.handle;
+      l.accepted = true;
+      NF_INFO(kSubsysNet, "accepted a connection from %s", rc->peer_name.c_str());
+      *out = std::move(rc);
+      return Status::kOk;
+    }
+  }
+
+  if (timed_out(l, params)) {
+    NF_WARN("%s: no peer completed a connection within NCCL_FABRIC_CONNECT_TIMEOUT=%lld s; is the "
+            "peer alive and can it reach this host?", l.peer_name.c_str(),
+            static_cast<long long>(params.get_int(ParamId::kConnectTimeout)));
+    return Status::kRemoteError;
+  }
+  return Status::kOk;
+}
+
+Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_ptr<Comm>* out) {
+  WireHandle h;
+  std::string why;
+  if (!decode_handle(handle, &h, &why)) {
+    NF_WARN("connect: bad handle: %s", why.c_str());
+    return Status::kInternalError;
+  }
+  if (h.provider_hash != env.prov_hash) {
+    NF_WARN("connect: the peer listens on another libfabric provider than ours (%s); set "
+            "NCCL_FABRIC_PROVIDER the same on every node", env.provider.c_str());
+    return Status::kInvalidUsage;
+  }
+  std::unique_ptr<Comm> c;
+  NF_CHECK(comm_create(CommRole::kSend, env.dom, *env.params, &c));
+  uint8_t addr[kMaxAddrLen];
+  size_t len = 0;
+  NF_CHECK(our_address(*c, addr, &len));
+  c->peer_name = address_text(*c->ep, h.addr, h.addr_len);
+  if (len != h.addr_len) {
+    NF_WARN("connect to %s: the peer's address is %u bytes, ours %zu: different providers or "
+            "address formats", c->peer_name.c_str(), h.addr_len, len);
+    return Status::kInvalidUsage;
+  }
+  NF_CHECK(c->ep->insert_peer(h.addr, h.addr_len, &c->peer));
+  c->handle = h;
+  c->nonce = random_u64();
+  encode_connect(h, c->nonce, addr, len, &c->ctrl->connect);
+  c->started_ns = now_ns();
+  c->stage = kPostAckRecv;
+  *out = std::move(c);
+  return Status::kOk;
+}
+
+Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
+  *done = false;
+  if (c.stage == kPostAckRecv) {
+    NF_CHECK(ctrl_post(c, false, &c.ctrl->ack, sizeof(AckMsg) + sizeof(c.ctrl->ack_slack), kTagAck,
+                       &c.ctrl_recv));
+    if (c.ctrl_recv != nullptr) c.stage = kPostConnect;
+  }
+  if (c.stage == kPostConnect) {
+    NF_CHECK(ctrl_post(c, true, &c.ctrl->connect, sizeof(ConnectMsg), kTagConnect, &c.ctrl_send));
+    if (c.ctrl_send != nullptr) c.stage = kWaitReply;
+  }
+  NF_CHECK(comm_progress(c));
+  if (c.stage == kWaitReply) {
+    if (c.ctrl_send->state == ReqState::kError) {
+      NF_WARN("connect to %s: the handshake could not be delivered", c.peer_name.c_str());
+      return c.ctrl_send->error;
+    }
+    if (c.ctrl_recv->state != ReqState::kPending) {
+      std::string why;
+      if (c.ctrl_recv->state != ReqState::kDone ||
+          !decode_ack(c.ctrl->ack, c.ctrl_recv->sizes[0], &why)) {
+        NF_WARN("connect to %s failed: %s", c.peer_name.c_str(),
+                why.empty() ? "the handshake reply did not arrive" : why.c_str());
+        return Status::kRemoteError;
+      }
+      if (c.ctrl->ack.nonce != c.nonce || c.ctrl->ack.token != c.handle.token) {
+        NF_WARN("connect to %s: the reply belongs to another connection", c.peer_name.c_str());
+        return Status::kRemoteError;
+      }
+      request_release(c.ctrl_recv);
+      request_release(c.ctrl_send);  // may still be in flight: released when it completes
+      c.ctrl_recv = c.ctrl_send = nullptr;
+      NF_INFO(kSubsysNet, "connected to %s", c.peer_name.c_str());
+      *done = true;
+      return Status::kOk;
+    }
+  }
+  if (timed_out(c, params)) {
+    NF_WARN("connect to %s: no answer within NCCL_FABRIC_CONNECT_TIMEOUT=%lld s; is the peer "
+            "alive, and does the network between the hosts allow this traffic?",
+            c.peer_name.c_str(), static_cast<long long>(params.get_int(ParamId::kConnectTimeout)));
+    return Status::kRemoteError;
+  }
+  return Status::kOk;
+}
+
+}  // namespace nf

@@ -1,0 +1,24 @@
+// Connection setup of the SENDRECV protocol (see connect.cpp and docs/protocol.md).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "proto/sendrecv.h"
+
+namespace nf {
+
+struct ConnectEnv {
+  std::shared_ptr<Domain> dom;
+  const Params* params;
+  std::string provider;
+  uint32_t prov_hash;
+};
+
+Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out);
+// Polls; *out stays empty until a peer has connected and been answered.
+Status sr_accept(Comm& listen, const Params& params, std::unique_ptr<Comm>* out);
+// Checks the handle and makes the send comm; sr_connect_poll then drives the handshake.
+Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_ptr<Comm>* out);
+Status sr_connect_poll(Comm& c, const Params& params, bool* done);
+
+}  // namespace nf

@@ -1,0 +1,349 @@
+#include "proto/sendrecv.h"
+
+#include <climits>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "fabric/errors.h"
+#include "util/log.h"
+
+namespace nf {
+namespace {
+
+// Two control requests (connect + ack) come on top of what NCCL may have in flight.
+constexpr size_t kCtrlRequests = 2;
+
+Request* take_request(Comm& c, ReqType type, int n) {
+  Request* r = c.pool.get();
+  if (r == nullptr) return nullptr;
+  r->magic = kReqMagic;
+  r->type = type;
+  r->state = ReqState::kPending;
+  r->abandoned = false;
+  r->n = static_cast<uint8_t>(n);
+  r->posted = 0;
+  r->in_flight = 0;
+  r->error = Status::kOk;
+  r->comm = &c;
+  r->next_deferred = nullptr;
+  for (int i = 0; i < n; ++i) {
+    r->sizes[i] = 0;
+    r->ops[i].req = r;
+    r->ops[i].index = static_cast<uint32_t>(i);
+  }
+  return r;
+}
+
+void fail_request(Request* r, Status s) {
+  if (r->state != ReqState::kError) {
+    r->state = ReqState::kError;
+    r->error = s;
+  }
+}
+
+// Posts the receive operations a request still owes. Stops at -FI_EAGAIN (the rest is posted by a
+// later progress call, before any later receive: FIFO is kept).
+Status post_recvs(Comm& c, Request* r) {
+  while (r->posted < r->n) {
+    const int i = r->posted;
+    ssize_t rc = fi_trecv(c.ep->ep(), r->bufs[i], r->caps[i], r->descs[i], FI_ADDR_UNSPEC,
+                          r->tags[i], 0, &r->ops[i]);
+    if (rc == -FI_EAGAIN) return Status::kOk;
+    if (rc != 0) {
+      Status s = fi_fail("fi_trecv", static_cast<int>(rc), c.peer_name.c_str());
+      fail_request(r, s);
+      r->n = r->posted;  // what was never posted will never complete
+      return s;
+    }
+    ++r->posted;
+    ++r->in_flight;
+  }
+  return Status::kOk;
+}
+
+void defer(Comm& c, Request* r) {
+  r->next_deferred = nullptr;
+  if (c.deferred_tail) c.deferred_tail->next_deferred = r;
+  else c.deferred_head = r;
+  c.deferred_tail = r;
+}
+
+Status post_deferred(Comm& c) {
+  while (c.deferred_head != nullptr) {
+    Request* r = c.deferred_head;
+    Status s = post_recvs(c, r);
+    if (r->posted < r->n && ok(s)) return Status::kOk;  // still blocked
+    c.deferred_head = r->next_deferred;
+    if (c.deferred_head == nullptr) c.deferred_tail = nullptr;
+    r->next_deferred = nullptr;
+    if (r->abandoned && r->in_flight == 0) request_release(r);
+  }
+  return Status::kOk;
+}
+
+void complete_op(OpCtx* op, size_t len) {
+  Request* r = op->req;
+  if (r->type == ReqType::kRecv || r->type == ReqType::kCtrlRecv) r->sizes[op->index] = len;
+  --r->in_flight;
+  if (r->in_flight == 0 && r->posted == r->n) {
+    if (r->state == ReqState::kPending) r->state = ReqState::kDone;
+    if (r->abandoned) request_release(r);
+  }
+}
+
+void fail_op(Comm& c, OpCtx* op, const CqError& err) {
+  Request* r = op->req;
+  const Status s = status_for_cq_error(err.err);
+  const char* hint = fi_error_hint(err.err);
+  NF_WARN("%s to/from %s failed: %s%s%s",
+          r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ? "send" : "receive",
+          c.peer_name.empty() ? "peer" : c.peer_name.c_str(), err.text.c_str(),
+          hint[0] ? "; " : "", hint);
+  fail_request(r, s);
+  complete_op(op, 0);
+}
+
+}  // namespace
+
+Comm::Comm(CommRole r, std::unique_ptr<Endpoint> e, size_t pool_size, const Params& p)
+    : role(r), ep(std::move(e)), pool(pool_size), params(p) {
+  max_recvs = static_cast<int>(p.get_int(ParamId::kMaxRecvs));
+  cq_batch = static_cast<int>(p.get_int(ParamId::kCqBatch));
+  use_inject = p.get_bool(ParamId::kInject);
+  inject_size = ep->domain().inject_size();
+  max_msg_size = ep->domain().max_msg_size();
+}
+
+Comm::~Comm() {
+  magic = 0;
+  // Closing the endpoint cancels every operation still in flight; only then may the buffers go.
+  ep.reset();
+  deregister_memory(&ctrl_reg);
+}
+
+Status comm_create(CommRole role, std::shared_ptr<Domain> dom, const Params& params,
+                   std::unique_ptr<Comm>* out) {
+  const size_t per_recv = static_cast<size_t>(params.get_int(ParamId::kMaxRecvs));
+  // NCCL may have 32 requests in flight per comm; a send comm shared by grouped receivers
+  // sees 32 x maxRecvs sends.
+  size_t requests = kMaxRequests;
+  if (role == CommRole::kSend) requests *= per_recv;
+  requests += kCtrlRequests;
+  std::unique_ptr<Endpoint> ep;
+  NF_CHECK(Endpoint::open(std::move(dom), requests * kMaxGroup + 64, &ep));
+  std::unique_ptr<Comm> c(new Comm(role, std::move(ep), requests, params));
+  c->ctrl.reset(new Comm::Ctrl());
+  memset(c->ctrl.get(), 0, sizeof(Comm::Ctrl));
+  NF_CHECK(register_memory(c->ep->domain(), c->ep->ep(), c->ctrl.get(), sizeof(Comm::Ctrl),
+                           &c->ctrl_reg));
+  *out = std::move(c);
+  return Status::kOk;
+}
+
+void request_release(Request* r) {
+  Comm* c = r->comm;
+  if (r->in_flight != 0 || r->next_deferred != nullptr || c->deferred_tail == r) {
+    // Still referenced by the provider or by the deferred list: return it when that ends.
+    r->abandoned = true;
+    r->magic = 0;
+    return;
+  }
+  r->magic = 0;
+  r->state = ReqState::kFree;
+  c->pool.put(r);
+}
+
+Status comm_progress(Comm& c) {
+  if (!ok(c.failed)) return c.failed;
+  fi_cq_tagged_entry entries[128];
+  CqError err;
+  const int max = c.cq_batch < 128 ? c.cq_batch : 128;
+  for (;;) {
+    int n = c.ep->read(entries, max, &err);
+    if (n < 0) {
+      if (err.op_context != nullptr) {
+        fail_op(c, static_cast<OpCtx*>(err.op_context), err);
+        continue;
+      }
+      NF_WARN("completion queue of the comm with %s failed: %s", c.peer_name.c_str(),
+              err.text.c_str());
+      c.failed = Status::kSystemError;
+      return c.failed;
+    }
+    for (int i = 0; i < n; ++i) {
+      // Events without a context (e.g. remote writes) carry nothing for this protocol.
+      if (entries[i].op_context != nullptr)
+        complete_op(static_cast<OpCtx*>(entries[i].op_context), entries[i].len);
+    }
+    if (n < max) break;
+  }
+  if (c.deferred_head != nullptr) return post_deferred(c);
+  return Status::kOk;
+}
+
+Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Request** out) {
+  *out = nullptr;
+  Request* r = take_request(c, send ? ReqType::kCtrlSend : ReqType::kCtrlRecv, 1);
+  if (r == nullptr) return Status::kInternalError;
+  ssize_t rc = send ? fi_tsend(c.ep->ep(), buf, len, c.ctrl_reg.desc, c.peer, tag, &r->ops[0])
+                    : fi_trecv(c.ep->ep(), buf, len, c.ctrl_reg.desc, FI_ADDR_UNSPEC, tag, 0,
+                               &r->ops[0]);
+  if (rc == -FI_EAGAIN) {
+    request_release(r);
+    return comm_progress(c);  // *out stays NULL: try again on the next call
+  }
+  if (rc != 0) {
+    request_release(r);
+    return fi_fail(send ? "fi_tsend(handshake)" : "fi_trecv(handshake)", static_cast<int>(rc),
+                   c.peer_name.c_str());
+  }
+  r->posted = 1;
+  r->in_flight = 1;
+  *out = r;
+  return Status::kOk;
+}
+
+Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
+  *out = nullptr;
+  if (__builtin_expect(size > c.max_msg_size, 0)) {
+    NF_WARN("isend of %zu bytes to %s exceeds the provider's largest message (%llu bytes)", size,
+            c.peer_name.c_str(), static_cast<unsigned long long>(c.max_msg_size));
+    return Status::kInvalidUsage;
+  }
+  if (!ok(c.failed)) return c.failed;
+  Request* r = take_request(c, ReqType::kSend, 1);
+  if (r == nullptr) {
+    // Every request is out: reap completions; NCCL asks again.
+    return comm_progress(c);
+  }
+  r->sizes[0] = size;
+  const uint64_t t = data_tag(tag);
+  ssize_t rc;
+  if (c.use_inject && size <= c.inject_size) {
+    // The provider copies the data before returning and reports no completion.
+    rc = fi_tinject(c.ep->ep(), data, size, c.peer, t);
+    if (rc == 0) {
+      r->state = ReqState::kDone;
+      *out = r;
+      return Status::kOk;
+    }
+  } else {
+    void* desc = mh != nullptr ? mh->reg.desc : nullptr;
+    rc = fi_tsend(c.ep->ep(), data, size, desc, c.peer, t, &r->ops[0]);
+  }
+  if (rc == 0) {
+    r->posted = 1;
+    r->in_flight = 1;
+    *out = r;
+    return Status::kOk;
+  }
+  request_release(r);
+  if (rc == -FI_EAGAIN) return comm_progress(c);
+  return fi_fail(c.use_inject && size <= c.inject_size ? "fi_tinject" : "fi_tsend",
+                 static_cast<int>(rc), c.peer_name.c_str());
+}
+
+Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,
+                MemHandle* const* mhs, Request** out) {
+  *out = nullptr;
+  if (!ok(c.failed)) return c.failed;
+  if (c.deferred_head != nullptr) {
+    // An earlier grouped receive is still being posted; this one must come after it.
+    NF_CHECK(comm_progress(c));
+    if (c.deferred_head != nullptr) return Status::kOk;
+  }
+  Request* r = take_request(c, ReqType::kRecv, n);
+  if (r == nullptr) return comm_progress(c);
+  for (int i = 0; i < n; ++i) {
+    r->bufs[i] = data[i];
+    r->caps[i] = sizes[i];
+    r->descs[i] = mhs[i] != nullptr ? mhs[i]->reg.desc : nullptr;
+    r->tags[i] = data_tag(tags[i]);
+  }
+  Status s = post_recvs(c, r);
+  if (!ok(s)) {
+    if (r->posted == 0) {
+      request_release(r);
+      return s;
+    }
+    *out = r;  // test() reports the failure once the posted part is accounted for
+    return Status::kOk;
+  }
+  if (r->posted == 0) {
+    request_release(r);
+    return comm_progress(c);
+  }
+  if (r->posted < r->n) defer(c, r);
+  *out = r;
+  return Status::kOk;
+}
+
+Status sr_test(Request* r, int* done, int* sizes) {
+  Comm& c = *r->comm;
+  if (r->state == ReqState::kPending) {
+    Status s = comm_progress(c);
+    if (!ok(s) && r->state == ReqState::kPending) fail_request(r, s);
+  }
+  switch (r->state) {
+    case ReqState::kPending:
+      *done = 0;
+      return Status::kOk;
+    case ReqState::kDone:
+      *done = 1;
+      if (sizes != nullptr) {
+        for (int i = 0; i < r->n; ++i)
+          sizes[i] = r->sizes[i] > static_cast<size_t>(INT_MAX) ? INT_MAX
+                                                                : static_cast<int>(r->sizes[i]);
+      }
+      request_release(r);
+      return Status::kOk;
+    default: {
+      Status s = r->error;
+      *done = 0;
+      request_release(r);
+      return s;
+    }
+  }
+}
+
+Status sr_reg_mr(Comm& c, void* data, size_t size, MemHandle** out) {
+  std::unique_ptr<MemHandle> mh(new MemHandle());
+  mh->magic = kMrMagic;
+  mh->comm = &c;
+  NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), data, size, &mh->reg));
+  *out = mh.release();
+  return Status::kOk;
+}
+
+Status sr_dereg_mr(Comm& c, MemHandle* mh) {
+  (void)c;
+  deregister_memory(&mh->reg);
+  mh->magic = 0;
+  delete mh;
+  return Status::kOk;
+}
+
+std::string address_text(const Endpoint& ep, const uint8_t* addr, size_t len) {
+  (void)ep;
+  // fi_av_straddr would need the AV; a hex dump is enough to tell peers apart in a log, but
+  // sockaddr_in is common enough to print the way people read it.
+  char buf[160];
+  if (len == 16 && addr[0] == 2 && addr[1] == 0) {  // AF_INET, little-endian family
+    snprintf(buf, sizeof(buf), "%u.%u.%u.%u:%u", addr[4], addr[5], addr[6], addr[7],
+             (addr[2] << 8) | addr[3]);
+    return buf;
+  }
+  // Providers with string addresses (shm: "fi_shm://pid:...") print as they are.
+  size_t text_len = 0;
+  while (text_len < len && addr[text_len] >= 0x20 && addr[text_len] < 0x7f) ++text_len;
+  if (text_len >= 4 && (text_len == len || addr[text_len] == '\0'))
+    return std::string(reinterpret_cast<const char*>(addr), text_len);
+  size_t pos = 0;
+  for (size_t i = 0; i < len && pos + 3 < sizeof(buf); ++i)
+    pos += static_cast<size_t>(snprintf(buf + pos, sizeof(buf) - pos, "%02x", addr[i]));
+  buf[pos] = '\0';
+  return buf;
+}
+
+}  // namespace nf

@@ -1,0 +1,153 @@
+#include "proto/wire.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace nf {
+namespace {
+
+std::string fmt(const char* f, unsigned long long a, unsigned long long b = 0) {
+  char buf[256];
+  snprintf(buf, sizeof(buf), f, a, b);
+  return buf;
+}
+
+}  // namespace
+
+uint32_t wire_checksum(const void* data, size_t len) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < len; ++i) {
+    h ^= p[i];
+    h *= 16777619u;
+  }
+  return h;
+}
+
+uint32_t provider_hash(const std::string& provider) {
+  return wire_checksum(provider.data(), provider.size());
+}
+
+const char* ack_status_text(AckStatus s) {
+  switch (s) {
+    case AckStatus::kOk: return "accepted";
+    case AckStatus::kBadToken: return "the connect carried the wrong token (stale or foreign handle)";
+    case AckStatus::kBadVersion: return "the listener speaks another wire version";
+    case AckStatus::kProviderMismatch: return "the two sides use different libfabric providers";
+    case AckStatus::kMalformed: return "the listener found the connect message malformed";
+  }
+  return "unknown status";
+}
+
+void encode_handle(uint64_t token, uint32_t prov_hash, const uint8_t* addr, size_t addr_len,
+                   void* out128) {
+  WireHandle h;
+  memset(&h, 0, sizeof(h));
+  h.magic = kHandleMagic;
+  h.version = kWireVersion;
+  h.addr_len = static_cast<uint16_t>(addr_len);
+  h.token = token;
+  h.provider_hash = prov_hash;
+  memcpy(h.addr, addr, addr_len);
+  h.checksum = wire_checksum(&h, offsetof(WireHandle, checksum));
+  memcpy(out128, &h, sizeof(h));
+}
+
+bool decode_handle(const void* in128, WireHandle* out, std::string* why) {
+  memcpy(out, in128, sizeof(*out));
+  if (out->magic != kHandleMagic) {
+    *why = fmt("not an nccl-fabric handle (magic 0x%08llx, expected 0x%08llx): is the peer using "
+               "another network plugin?", out->magic, kHandleMagic);
+    return false;
+  }
+  if (out->version != kWireVersion) {
+    *why = fmt("handle of wire version %llu; this plugin speaks version %llu: run the same "
+               "nccl-fabric version on every node", out->version, kWireVersion);
+    return false;
+  }
+  if (out->checksum != wire_checksum(out, offsetof(WireHandle, checksum))) {
+    *why = "handle checksum mismatch: the handle was corrupted or truncated in transit";
+    return false;
+  }
+  if (out->addr_len == 0 || out->addr_len > kMaxAddrLen) {
+    *why = fmt("handle address length %llu is out of range (1..%llu)", out->addr_len, kMaxAddrLen);
+    return false;
+  }
+  return true;
+}
+
+void encode_connect(const WireHandle& h, uint64_t nonce, const uint8_t* addr, size_t addr_len,
+                    ConnectMsg* out) {
+  memset(out, 0, sizeof(*out));
+  out->magic = kConnectMagic;
+  out->version = kWireVersion;
+  out->addr_len = static_cast<uint16_t>(addr_len);
+  out->token = h.token;
+  out->provider_hash = h.provider_hash;
+  out->nonce = nonce;
+  memcpy(out->addr, addr, addr_len);
+  out->checksum = wire_checksum(out, offsetof(ConnectMsg, checksum));
+}
+
+bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, bool* bad_version) {
+  *bad_version = false;
+  if (received_len < 8 || m.magic != kConnectMagic) {
+    *why = fmt("stray message on a listening endpoint (%llu bytes, magic 0x%08llx)", received_len,
+               received_len >= 4 ? m.magic : 0);
+    return false;
+  }
+  if (m.version != kWireVersion) {
+    *bad_version = true;
+    *why = fmt("peer speaks wire version %llu; this plugin speaks version %llu: run the same "
+               "nccl-fabric version on every node", m.version, kWireVersion);
+    return false;
+  }
+  if (received_len != sizeof(ConnectMsg)) {
+    *why = fmt("connect message of %llu bytes, expected %llu", received_len, sizeof(ConnectMsg));
+    return false;
+  }
+  if (m.checksum != wire_checksum(&m, offsetof(ConnectMsg, checksum))) {
+    *why = "connect message checksum mismatch";
+    return false;
+  }
+  if (m.addr_len == 0 || m.addr_len > kMaxAddrLen) {
+    *why = fmt("connect message address length %llu out of range (1..%llu)", m.addr_len, kMaxAddrLen);
+    return false;
+  }
+  return true;
+}
+
+void encode_ack(const ConnectMsg& m, AckStatus status, AckMsg* out) {
+  memset(out, 0, sizeof(*out));
+  out->magic = kAckMagic;
+  out->version = kWireVersion;
+  out->status = static_cast<uint16_t>(status);
+  out->token = m.token;
+  out->nonce = m.nonce;
+  out->checksum = wire_checksum(out, offsetof(AckMsg, checksum));
+}
+
+bool decode_ack(const AckMsg& m, size_t received_len, std::string* why) {
+  if (received_len < 8 || m.magic != kAckMagic) {
+    *why = fmt("malformed handshake reply (%llu bytes, magic 0x%08llx)", received_len,
+               received_len >= 4 ? m.magic : 0);
+    return false;
+  }
+  if (m.status != static_cast<uint16_t>(AckStatus::kOk)) {
+    *why = std::string("the listener refused the connection: ") +
+           ack_status_text(static_cast<AckStatus>(m.status));
+    return false;
+  }
+  if (m.version != kWireVersion) {
+    *why = fmt("listener replied with wire version %llu; this plugin speaks version %llu",
+               m.version, kWireVersion);
+    return false;
+  }
+  if (received_len != sizeof(AckMsg) || m.checksum != wire_checksum(&m, offsetof(AckMsg, checksum))) {
+    *why = "handshake reply corrupted (size or checksum)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace nf

@@ -1,0 +1,123 @@
+#include "util/params.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+#include "util/log.h"
+
+namespace nf {
+namespace {
+
+constexpr int kParamCount = static_cast<int>(ParamId::kCount);
+
+const ParamDef kDefs[kParamCount] = {
+    {ParamId::kProvider, "NCCL_FABRIC_PROVIDER", ParamType::kString, "", 0, 0,
+     "libfabric provider to use (e.g. efa, 'tcp;ofi_rxm', shm); empty tries efa, "
+     "'verbs;ofi_rxm', 'tcp;ofi_rxm', tcp in that order"},
+    {ParamId::kDomain, "NCCL_FABRIC_DOMAIN", ParamType::kString, "", 0, 0,
+     "comma-separated libfabric domain (NIC) names to use; empty uses every domain, loopback "
+     "ones only when nothing else exists"},
+    {ParamId::kConnectTimeout, "NCCL_FABRIC_CONNECT_TIMEOUT", ParamType::kInt, "120", 1, 86400,
+     "seconds connect and accept wait for the peer's handshake before failing"},
+    {ParamId::kMaxRecvs, "NCCL_FABRIC_MAX_RECVS", ParamType::kInt, "8", 1, 8,
+     "largest grouped receive offered to NCCL (maxRecvs); 1 disables grouping"},
+    {ParamId::kInject, "NCCL_FABRIC_INJECT", ParamType::kBool, "1", 0, 1,
+     "send messages up to the provider's inject size with fi_tinject (no completion to reap)"},
+    {ParamId::kCqBatch, "NCCL_FABRIC_CQ_BATCH", ParamType::kInt, "16", 1, 128,
+     "completions read from the completion queue per progress call"},
+};
+
+bool parse_bool(const char* s, int64_t* out) {
+  static const char* const kTrue[] = {"1", "true", "yes", "on"};
+  static const char* const kFalse[] = {"0", "false", "no", "off"};
+  for (const char* t : kTrue)
+    if (strcasecmp(s, t) == 0) { *out = 1; return true; }
+  for (const char* f : kFalse)
+    if (strcasecmp(s, f) == 0) { *out = 0; return true; }
+  return false;
+}
+
+}  // namespace
+
+const ParamDef* param_defs(int* count) {
+  *count = kParamCount;
+  return kDefs;
+}
+
+const ParamDef& param_def(ParamId id) { return kDefs[static_cast<int>(id)]; }
+
+bool parse_param(const ParamDef& def, const char* text, int64_t* int_out, std::string* str_out,
+                 std::string* error) {
+  char buf[512];
+  switch (def.type) {
+    case ParamType::kString:
+      *str_out = text;
+      return true;
+    case ParamType::kBool:
+      if (parse_bool(text, int_out)) return true;
+      snprintf(buf, sizeof(buf), "%s='%s' is not a boolean (use 0/1, true/false, yes/no, on/off)",
+               def.name, text);
+      *error = buf;
+      return false;
+    case ParamType::kInt: {
+      errno = 0;
+      char* end = nullptr;
+      long long v = strtoll(text, &end, 0);
+      if (errno != 0 || end == text || *end != '\0') {
+        snprintf(buf, sizeof(buf), "%s='%s' is not an integer (expected %lld..%lld)", def.name,
+                 text, static_cast<long long>(def.min), static_cast<long long>(def.max));
+        *error = buf;
+        return false;
+      }
+      if (v < def.min || v > def.max) {
+        snprintf(buf, sizeof(buf), "%s=%lld is out of range (expected %lld..%lld)", def.name, v,
+                 static_cast<long long>(def.min), static_cast<long long>(def.max));
+        *error = buf;
+        return false;
+      }
+      *int_out = v;
+      return true;
+    }
+  }
+  *error = "unknown parameter type";
+  return false;
+}
+
+Params::Params() {
+  for (int i = 0; i < kParamCount; ++i) {
+    std::string unused;
+    ints_[i] = 0;
+    // Defaults are part of the table and a unit test parses every one of them.
+    parse_param(kDefs[i], kDefs[i].default_value, &ints_[i], &strs_[i], &unused);
+  }
+}
+
+Status Params::set(ParamId id, const char* text) {
+  const int i = static_cast<int>(id);
+  std::string error;
+  int64_t iv = ints_[i];
+  std::string sv = strs_[i];
+  if (!parse_param(kDefs[i], text, &iv, &sv, &error)) {
+    NF_WARN("bad parameter: %s", error.c_str());
+    return Status::kInvalidUsage;
+  }
+  ints_[i] = iv;
+  strs_[i] = sv;
+  return Status::kOk;
+}
+
+Status Params::load_from_env() {
+  Status result = Status::kOk;
+  for (int i = 0; i < kParamCount; ++i) {
+    const char* v = getenv(kDefs[i].name);
+    if (v == nullptr) continue;
+    // Report every bad value, not only the first, so one run shows the user all of them.
+    if (set(kDefs[i].id, v) != Status::kOk) result = Status::kInvalidUsage;
+    else NF_INFO(kSubsysEnv, "%s set by environment to %s", kDefs[i].name, v);
+  }
+  return result;
+}
+
+}  // namespace nf

@@ -1,0 +1,25 @@
+// Result codes of the internal API. The numbers equal NCCL's ncclResult_t so the adapters in api/
+// can pass them through; api/ static_asserts that they match.
+#pragma once
+
+namespace nf {
+
+enum class Status : int {
+  kOk = 0,
+  kSystemError = 2,     // the network, the provider or the OS failed
+  kInternalError = 3,   // the caller broke the plugin contract (bad request, bad handle)
+  kInvalidArgument = 4,
+  kInvalidUsage = 5,    // user error or misconfiguration (e.g. a message larger than the receive)
+  kRemoteError = 6,     // the peer failed or refused
+};
+
+inline bool ok(Status s) { return s == Status::kOk; }
+
+}  // namespace nf
+
+// Returns from the enclosing function when an internal call fails; the callee has logged why.
+#define NF_CHECK(expr)                        \
+  do {                                        \
+    ::nf::Status nf_check_s_ = (expr);        \
+    if (nf_check_s_ != ::nf::Status::kOk) return nf_check_s_; \
+  } while (0)

@@ -1,0 +1,221 @@
+#include "harness.h"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
+namespace nft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool expired(Clock::time_point start, int timeout_ms) {
+  return Clock::now() - start > std::chrono::milliseconds(timeout_ms);
+}
+
+}  // namespace
+
+const std::vector<std::string>& real_providers() {
+  static const std::vector<std::string> p = {"tcp;ofi_rxm", "shm"};
+  return p;
+}
+
+std::string plugin_path() {
+  const char* p = getenv("NF_PLUGIN_LIB");
+  return p != nullptr ? p : ".libs/libnccl-net-fabric.so";
+}
+
+void fill(void* buf, size_t n, int rank, int msg) {
+  unsigned char* b = static_cast<unsigned char*>(buf);
+  for (size_t i = 0; i < n; ++i) b[i] = pattern(rank, msg, i);
+}
+
+size_t verify(const void* buf, size_t n, int rank, int msg) {
+  const unsigned char* b = static_cast<const unsigned char*>(buf);
+  for (size_t i = 0; i < n; ++i)
+    if (b[i] != pattern(rank, msg, i)) return i;
+  return SIZE_MAX;
+}
+
+int child_setup(const PairOptions& opt, nfc::NetPlugin* p) {
+  if (!opt.provider.empty()) setenv("NCCL_FABRIC_PROVIDER", opt.provider.c_str(), 1);
+  for (const auto& kv : opt.env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
+  std::string err;
+  CHILD_CHECK(p->load(plugin_path(), opt.abi_version, &err), "%s", err.c_str());
+  CHILD_CHECK(p->init() == ncclSuccess, "init failed on provider '%s'", opt.provider.c_str());
+  int ndev = 0;
+  CHILD_CHECK(p->devices(&ndev) == ncclSuccess && ndev >= 1, "no devices (%d)", ndev);
+  return 0;
+}
+
+int wait_request(nfc::NetPlugin& p, void* req, int* sizes, int timeout_ms) {
+  const auto start = Clock::now();
+  int done = 0;
+  while (!done) {
+    ncclResult_t r = p.test(req, &done, sizes);
+    if (r != ncclSuccess) return static_cast<int>(r);
+    if (!done && expired(start, timeout_ms)) return -1;
+  }
+  return 0;
+}
+
+int wait_all(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes, int timeout_ms) {
+  const auto start = Clock::now();
+  if (sizes) sizes->assign(reqs.size(), -1);
+  size_t left = reqs.size();
+  std::vector<bool> done_flags(reqs.size(), false);
+  while (left > 0) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (done_flags[i]) continue;
+      int done = 0;
+      int sz[64] = {0};
+      ncclResult_t r = p.test(reqs[i], &done, sz);
+      if (r != ncclSuccess) return static_cast<int>(r);
+      if (done) {
+        done_flags[i] = true;
+        --left;
+        if (sizes) (*sizes)[i] = sz[0];
+      }
+    }
+    if (left > 0 && expired(start, timeout_ms)) return -1;
+  }
+  return 0;
+}
+
+int post_send(nfc::NetPlugin& p, void* comm, void* buf, size_t size, int tag, void* mh, void** req) {
+  const auto start = Clock::now();
+  for (;;) {
+    *req = reinterpret_cast<void*>(0xdead);  // the plugin must always write it
+    ncclResult_t r = p.isend(comm, buf, size, tag, mh, req);
+    if (r != ncclSuccess) return static_cast<int>(r);
+    if (*req != nullptr) return 0;
+    if (expired(start, kTimeoutMs)) return -1;
+  }
+}
+
+int post_recv(nfc::NetPlugin& p, void* comm, int n, void** bufs, size_t* sizes, int* tags,
+              void** mhs, void** req) {
+  const auto start = Clock::now();
+  for (;;) {
+    *req = reinterpret_cast<void*>(0x1);  // NCCL's optional-completion hint: must be overwritten
+    ncclResult_t r = p.irecv(comm, n, bufs, sizes, tags, mhs, req);
+    if (r != ncclSuccess) return static_cast<int>(r);
+    if (*req != nullptr) return 0;
+    if (expired(start, kTimeoutMs)) return -1;
+  }
+}
+
+namespace {
+
+// Both sides listen `comms` times, swap handles, then poll connect and accept alternately.
+int connect_side(const PairOptions& opt, Side& s) {
+  const int n = opt.comms;
+  std::vector<std::vector<char>> mine(n, std::vector<char>(NCCL_NET_HANDLE_MAXSIZE, 0));
+  std::vector<std::vector<char>> theirs(n, std::vector<char>(NCCL_NET_HANDLE_MAXSIZE, 0));
+  std::vector<void*> listens(n, nullptr);
+  for (int i = 0; i < n; ++i) {
+    CHILD_CHECK(s.plugin.listen(0, mine[i].data(), &listens[i]) == ncclSuccess && listens[i],
+                "listen %d failed", i);
+    CHILD_CHECK(s.oob.send(mine[i].data(), NCCL_NET_HANDLE_MAXSIZE, kTimeoutMs), "oob send");
+  }
+  for (int i = 0; i < n; ++i)
+    CHILD_CHECK(s.oob.recv(theirs[i].data(), NCCL_NET_HANDLE_MAXSIZE, kTimeoutMs), "oob recv");
+  s.send_comms.assign(n, nullptr);
+  s.recv_comms.assign(n, nullptr);
+  const auto start = Clock::now();
+  for (;;) {
+    bool all = true;
+    for (int i = 0; i < n; ++i) {
+      if (!s.send_comms[i]) {
+        CHILD_CHECK(s.plugin.connect(0, theirs[i].data(), &s.send_comms[i]) == ncclSuccess,
+                    "connect %d failed", i);
+      }
+      if (!s.recv_comms[i]) {
+        CHILD_CHECK(s.plugin.accept(listens[i], &s.recv_comms[i]) == ncclSuccess,
+                    "accept %d failed", i);
+        if (s.recv_comms[i]) s.plugin.close_listen(listens[i]);
+      }
+      all = all && s.send_comms[i] && s.recv_comms[i];
+    }
+    if (all) break;
+    CHILD_CHECK(!expired(start, kTimeoutMs), "connection setup timed out");
+  }
+  nfc::NetProps props;
+  CHILD_CHECK(s.plugin.properties(0, &props) == ncclSuccess, "getProperties");
+  s.max_recvs = props.max_recvs;
+  return 0;
+}
+
+int close_side(Side& s) {
+  // Both sides are done with data before anything closes: nothing is lost in flight.
+  CHILD_CHECK(s.oob.barrier(kTimeoutMs), "final barrier");
+  for (void* c : s.send_comms) CHILD_CHECK(s.plugin.close_send(c) == ncclSuccess, "closeSend");
+  for (void* c : s.recv_comms) CHILD_CHECK(s.plugin.close_recv(c) == ncclSuccess, "closeRecv");
+  CHILD_CHECK(s.plugin.finalize() == ncclSuccess, "finalize");
+  return 0;
+}
+
+}  // namespace
+
+bool run_pair(const PairOptions& opt, const std::function<int(Side&)>& body, std::string* log) {
+  nfc::Oob a, b;
+  // One socketpair joins the two children; the parent keeps neither end.
+  int sv_pid = nfc::socketpair_fork(&a, &b);
+  if (sv_pid == 0) {
+    // Child "rank 1" holds b; it forks nothing more.
+    Side s;
+    s.rank = 1;
+    s.oob = std::move(b);
+    int rc = child_setup(opt, &s.plugin);
+    if (rc == 0) rc = connect_side(opt, s);
+    if (rc == 0) rc = body(s);
+    if (rc == 0) rc = close_side(s);
+    fflush(nullptr);
+    _exit(rc);
+  }
+  int pid0 = fork();
+  if (pid0 == 0) {
+    Side s;
+    s.rank = 0;
+    s.oob = std::move(a);
+    int rc = child_setup(opt, &s.plugin);
+    if (rc == 0) rc = connect_side(opt, s);
+    if (rc == 0) rc = body(s);
+    if (rc == 0) rc = close_side(s);
+    fflush(nullptr);
+    _exit(rc);
+  }
+  a = nfc::Oob();  // the parent closes its copies: a dead child then ends the other's waits
+  int rc0 = pid0 > 0 ? nfc::wait_child(pid0, kTimeoutMs * 2) : -1;
+  int rc1 = sv_pid > 0 ? nfc::wait_child(sv_pid, kTimeoutMs * 2) : -1;
+  if (rc0 != 0 || rc1 != 0) {
+    *log = "provider '" + opt.provider + "' abi v" + std::to_string(opt.abi_version) +
+           ": rank 0 exit " + std::to_string(rc0) + ", rank 1 exit " + std::to_string(rc1);
+    return false;
+  }
+  return true;
+}
+
+bool run_single(const PairOptions& opt, const std::function<int(nfc::NetPlugin&)>& body,
+                std::string* log) {
+  fflush(nullptr);
+  int pid = fork();
+  if (pid == 0) {
+    nfc::NetPlugin p;
+    int rc = child_setup(opt, &p);
+    if (rc == 0) rc = body(p);
+    if (rc == 0 && p.finalize() != ncclSuccess) rc = 1;
+    fflush(nullptr);
+    _exit(rc);
+  }
+  int rc = pid > 0 ? nfc::wait_child(pid, kTimeoutMs * 2) : -1;
+  if (rc != 0) {
+    *log = "provider '" + opt.provider + "': child exit " + std::to_string(rc);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace nft

@@ -1,0 +1,85 @@
+// Plugin tests drive the built libnccl-net-fabric.so through its C ABI exactly as NCCL does.
+// libfabric and the plugin's device table are per process, so each test case runs its sides in
+// forked children that load the plugin fresh; the parent (Catch2) only checks their exit codes.
+// Catch2 macros are never used inside a child: CHILD_CHECK prints and fails the child instead.
+#pragma once
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "client/oob.h"
+#include "client/plugin_loader.h"
+
+namespace nft {
+
+constexpr int kTimeoutMs = 60000;  // bound on every wait in a test
+
+#define CHILD_CHECK(cond, ...)                                                     \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      fprintf(stderr, "[pid %d] CHECK FAILED %s:%d: %s: ", static_cast<int>(getpid()), \
+              __FILE__, __LINE__, #cond);                                          \
+      fprintf(stderr, __VA_ARGS__);                                                \
+      fprintf(stderr, "\n");                                                       \
+      return 1;                                                                    \
+    }                                                                              \
+  } while (0)
+
+// One side of a connected pair: a send comm to the peer and a recv comm from it.
+struct Side {
+  nfc::NetPlugin plugin;
+  nfc::Oob oob;
+  int rank = 0;
+  std::vector<void*> send_comms;
+  std::vector<void*> recv_comms;
+  int max_recvs = 1;
+};
+
+struct PairOptions {
+  std::string provider;    // NCCL_FABRIC_PROVIDER
+  int abi_version = 0;     // 0 = newest
+  int comms = 1;           // connections each way
+  std::vector<std::pair<std::string, std::string>> env;  // extra environment for both sides
+};
+
+// The providers the two-process tests run on.
+const std::vector<std::string>& real_providers();
+
+std::string plugin_path();
+
+// Loads and inits the plugin in this (child) process with `opt`'s environment.
+int child_setup(const PairOptions& opt, nfc::NetPlugin* p);
+
+// Runs body(side) in two children (rank 0 and rank 1), connected `opt.comms` times each way.
+// Returns true when both exit 0; *log gets a summary otherwise.
+bool run_pair(const PairOptions& opt, const std::function<int(Side&)>& body, std::string* log);
+
+// Runs body() in one child with the plugin loaded and initialised.
+bool run_single(const PairOptions& opt, const std::function<int(nfc::NetPlugin&)>& body,
+                std::string* log);
+
+// Polls test() until done or error or timeout. Returns 0 when done; *sizes gets the sizes.
+int wait_request(nfc::NetPlugin& p, void* req, int* sizes, int timeout_ms = kTimeoutMs);
+
+// Polls every request round-robin until all are done, as NCCL's progress thread does (with manual
+// progress a receive may need its sender's comm polled). sizes[i] gets request i's first size.
+// Returns 0, or the first error, or -1 on timeout.
+int wait_all(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes,
+             int timeout_ms = kTimeoutMs);
+
+// isend/irecv retried while the plugin answers NULL ("not now"), bounded.
+int post_send(nfc::NetPlugin& p, void* comm, void* buf, size_t size, int tag, void* mh, void** req);
+int post_recv(nfc::NetPlugin& p, void* comm, int n, void** bufs, size_t* sizes, int* tags,
+              void** mhs, void** req);
+
+// Deterministic content: byte i of message `msg` of `rank`.
+inline unsigned char pattern(int rank, int msg, size_t i) {
+  return static_cast<unsigned char>((i * 131u) ^ (static_cast<unsigned>(msg) * 29u) ^
+                                    (static_cast<unsigned>(rank) * 7u) ^ (i >> 8));
+}
+void fill(void* buf, size_t n, int rank, int msg);
+// Returns the index of the first wrong byte, or SIZE_MAX when all are right.
+size_t verify(const void* buf, size_t n, int rank, int msg);
+
+}  // namespace nft

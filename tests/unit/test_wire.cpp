@@ -1,0 +1,85 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "proto/wire.h"
+
+using namespace nf;
+
+namespace {
+const uint8_t kAddr[16] = {2, 0, 0x1f, 0x90, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+}
+
+TEST_CASE("a handle round-trips and every corruption is caught", "[wire]") {
+  unsigned char buf[kHandleSize];
+  encode_handle(0x1122334455667788ull, 0xabcdef01u, kAddr, sizeof(kAddr), buf);
+  WireHandle h;
+  std::string why;
+  REQUIRE(decode_handle(buf, &h, &why));
+  CHECK(h.token == 0x1122334455667788ull);
+  CHECK(h.provider_hash == 0xabcdef01u);
+  CHECK(h.addr_len == sizeof(kAddr));
+  CHECK(memcmp(h.addr, kAddr, sizeof(kAddr)) == 0);
+
+  // Any single flipped bit anywhere in the handle is refused.
+  for (size_t byte = 0; byte < kHandleSize; ++byte) {
+    for (int bit = 0; bit < 8; bit += 3) {
+      unsigned char bad[kHandleSize];
+      memcpy(bad, buf, sizeof(bad));
+      bad[byte] ^= static_cast<unsigned char>(1u << bit);
+      INFO("byte " << byte << " bit " << bit);
+      CHECK_FALSE(decode_handle(bad, &h, &why));
+    }
+  }
+  unsigned char zero[kHandleSize] = {};
+  CHECK_FALSE(decode_handle(zero, &h, &why));
+  CHECK(why.find("not an nccl-fabric handle") != std::string::npos);
+}
+
+TEST_CASE("another wire version is named in the refusal", "[wire]") {
+  unsigned char buf[kHandleSize];
+  encode_handle(1, 2, kAddr, sizeof(kAddr), buf);
+  WireHandle h;
+  memcpy(&h, buf, sizeof(h));
+  h.version = 7;
+  h.checksum = wire_checksum(&h, offsetof(WireHandle, checksum));
+  memcpy(buf, &h, sizeof(h));
+  std::string why;
+  CHECK_FALSE(decode_handle(buf, &h, &why));
+  CHECK(why.find("version 7") != std::string::npos);
+}
+
+TEST_CASE("connect and ack messages are checked before use", "[wire]") {
+  unsigned char hb[kHandleSize];
+  encode_handle(42, 9, kAddr, sizeof(kAddr), hb);
+  WireHandle h;
+  std::string why;
+  REQUIRE(decode_handle(hb, &h, &why));
+  ConnectMsg m;
+  encode_connect(h, 77, kAddr, sizeof(kAddr), &m);
+  bool bad_version = true;
+  CHECK(decode_connect(m, sizeof(m), &why, &bad_version));
+  CHECK_FALSE(bad_version);
+  CHECK(m.token == 42);
+  CHECK_FALSE(decode_connect(m, sizeof(m) - 1, &why, &bad_version));  // truncated
+  CHECK_FALSE(decode_connect(m, sizeof(m) + 8, &why, &bad_version));  // longer than ours
+  ConnectMsg v = m;
+  v.version = 2;
+  CHECK_FALSE(decode_connect(v, sizeof(v), &why, &bad_version));
+  CHECK(bad_version);
+  ConnectMsg a = m;
+  a.addr_len = 200;
+  a.checksum = wire_checksum(&a, offsetof(ConnectMsg, checksum));
+  CHECK_FALSE(decode_connect(a, sizeof(a), &why, &bad_version));
+
+  AckMsg ack;
+  encode_ack(m, AckStatus::kOk, &ack);
+  CHECK(decode_ack(ack, sizeof(ack), &why));
+  CHECK(ack.nonce == 77);
+  encode_ack(m, AckStatus::kBadToken, &ack);
+  CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));
+  CHECK(why.find("wrong token") != std::string::npos);
+  encode_ack(m, AckStatus::kOk, &ack);
+  ack.token ^= 1;
+  CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));
+}

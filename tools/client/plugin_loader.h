@@ -1,0 +1,75 @@
+// Loads any NCCL net plugin (ours or another) and calls it through its ABI, v6 to v11, the way
+// NCCL 2.28.9 does: the newest symbol wins unless a version is asked for.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "nccl/net.h"
+
+namespace nfc {
+
+// Version-independent view of ncclNetProperties_vX_t.
+struct NetProps {
+  std::string name;
+  std::string pci_path;
+  uint64_t guid = 0;
+  int ptr_support = 0;
+  int speed = 0;
+  int port = 0;
+  float latency = 0;
+  int max_comms = 0;
+  int max_recvs = 1;
+  size_t max_p2p_bytes = 0;
+};
+
+class NetPlugin {
+ public:
+  NetPlugin() = default;
+  ~NetPlugin();
+  NetPlugin(const NetPlugin&) = delete;
+  NetPlugin& operator=(const NetPlugin&) = delete;
+
+  // version 0: the newest the library exports. On failure *err says why (dlerror, missing symbol).
+  bool load(const std::string& path, int version, std::string* err);
+  int version() const { return version_; }
+  const char* name() const;
+
+  ncclResult_t init();      // v11: a context of our own; older: the process-wide init
+  ncclResult_t finalize();  // v11 only; a no-op before
+  ncclResult_t devices(int* ndev);
+  ncclResult_t properties(int dev, NetProps* out);
+  ncclResult_t listen(int dev, void* handle, void** comm);
+  ncclResult_t connect(int dev, void* handle, void** comm);
+  ncclResult_t accept(void* listen_comm, void** comm);
+  ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mh);
+  ncclResult_t dereg_mr(void* comm, void* mh);
+  ncclResult_t isend(void* comm, void* data, size_t size, int tag, void* mh, void** req);
+  ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs,
+                     void** req);
+  ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhs, void** req);
+  ncclResult_t test(void* req, int* done, int* sizes);
+  ncclResult_t close_send(void* comm);
+  ncclResult_t close_recv(void* comm);
+  ncclResult_t close_listen(void* comm);
+
+  // Only for tests that check the table itself.
+  const void* table() const { return table_; }
+
+ private:
+  void* lib_ = nullptr;
+  const void* table_ = nullptr;
+  int version_ = 0;
+  void* ctx_ = nullptr;
+};
+
+// A logger with ncclDebugLogger_t's shape that prints like NCCL does (honours NCCL_DEBUG).
+void stderr_logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
+                   const char* fmt, ...);
+
+// Drives connect and accept in one thread until both are done, as NCCL's GDR check does:
+// bounded by timeout_ms. Returns false with *err on failure or timeout.
+bool connect_pair(NetPlugin& p, int dev, void** send_comm, void** recv_comm, int timeout_ms,
+                  std::string* err);
+
+}  // namespace nfc
