@@ -25,7 +25,8 @@ void reseal(unsigned char* h) {
 
 // Polls connect (and accept on `lc`, as NCCL's single-thread GDR check does) until connect
 // either errors (returns 1) or succeeds (returns 0); -1 on timeout.
-int drive_connect(nfc::NetPlugin& p, void* lc, unsigned char* handle, int timeout_ms) {
+int drive_connect(nfc::NetPlugin& p, void* lc, unsigned char* handle, int timeout_ms,
+                  void** sc_out = nullptr, void** rc_out = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   void* sc = nullptr;
   void* rc = nullptr;
@@ -34,8 +35,13 @@ int drive_connect(nfc::NetPlugin& p, void* lc, unsigned char* handle, int timeou
       if (sc != nullptr) return -2;  // an error must not hand out a comm
       return 1;
     }
-    if (sc != nullptr) return 0;
+    // Keep polling accept until the listener has answered: the connect completes on its reply.
     if (lc != nullptr && rc == nullptr && p.accept(lc, &rc) != ncclSuccess) return -3;
+    if (sc != nullptr) {
+      if (sc_out) *sc_out = sc;
+      if (rc_out) *rc_out = rc;
+      return 0;
+    }
     if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms)) return -1;
   }
 }
@@ -75,8 +81,17 @@ int bad_handles_body(nfc::NetPlugin& p) {
   CHILD_CHECK(r == 1, "forged token: connect gave %d, expected a refusal", r);
   CHILD_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10), "refusal took too long");
   // The listener is still usable by the rightful peer after refusing the impostor.
-  int ok_r = drive_connect(p, lc, good, 20000);
+  void* sc = nullptr;
+  void* rc = nullptr;
+  int ok_r = drive_connect(p, lc, good, 20000, &sc, &rc);
   CHILD_CHECK(ok_r == 0, "genuine connect after a forged one gave %d", ok_r);
+  const auto t1 = std::chrono::steady_clock::now();
+  while (rc == nullptr && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(20))
+    CHILD_CHECK(p.accept(lc, &rc) == ncclSuccess, "accept");
+  CHILD_CHECK(rc != nullptr, "the genuine connection was never accepted");
+  CHILD_CHECK(p.close_listen(lc) == ncclSuccess, "closeListen");
+  CHILD_CHECK(p.close_send(sc) == ncclSuccess, "closeSend");
+  CHILD_CHECK(p.close_recv(rc) == ncclSuccess, "closeRecv");
   return 0;
 }
 
