@@ -64,6 +64,9 @@ const char* fi_errno_name(int err) {
     case FI_ENOKEY: return "FI_ENOKEY";
     case FI_ENOAV: return "FI_ENOAV";
     case FI_EOVERRUN: return "FI_EOVERRUN";
+#ifdef FI_EREMOTEIO
+    case FI_EREMOTEIO: return "FI_EREMOTEIO";
+#endif
     default: return "FI_E?";
   }
 }

@@ -282,6 +282,20 @@ Status Endpoint::insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out) {
   return Status::kOk;
 }
 
+std::string Endpoint::address_text(const uint8_t* addr, size_t len) const {
+  char buf[256];
+  size_t n = sizeof(buf);
+  const char* t = fi_av_straddr(av_, addr, buf, &n);
+  if (t != nullptr && buf[0] != '\0') return std::string(buf, strnlen(buf, sizeof(buf)));
+  std::string hex;
+  char two[3];
+  for (size_t i = 0; i < len; ++i) {
+    snprintf(two, sizeof(two), "%02x", addr[i]);
+    hex += two;
+  }
+  return hex;
+}
+
 int Endpoint::read(fi_cq_tagged_entry* entries, int max, CqError* err) {
   ssize_t rc = fi_cq_read(cq_, entries, static_cast<size_t>(max));
   if (rc > 0) return static_cast<int>(rc);

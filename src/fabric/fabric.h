@@ -109,6 +109,8 @@ class Endpoint {
   // Our address, as peers insert it.
   Status name(uint8_t* buf, size_t* len) const;
   Status insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out);
+  // The provider's printable form of an address (fi_av_straddr), for messages.
+  std::string address_text(const uint8_t* addr, size_t len) const;
 
   // Reads up to `max` completions. Returns how many (0 = none), or -1 with *err filled when an
   // error completion was at the head of the queue.

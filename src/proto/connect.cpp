@@ -58,7 +58,7 @@ Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out
   NF_CHECK(our_address(*l, addr, &len));
   encode_handle(random_u64(), env.prov_hash, addr, len, handle);
   memcpy(&l->handle, handle, sizeof(WireHandle));
-  l->peer_name = "listener " + address_text(*l->ep, addr, len);
+  l->peer_name = "listener " + l->ep->address_text(addr, len);
   l->stage = kPostRecv;
   *out = std::move(l);
   return Status::kOk;
@@ -135,7 +135,7 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->ctrl_reg = l.ctrl_reg;
       l.ctrl_reg = MemReg();
       rc->peer = l.peer;
-      rc->peer_name = address_text(*rc->ep, rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
+      rc->peer_name = rc->ep->address_text(rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
       rc->handle = l.handle;
       l.accepted = true;
       NF_INFO(kSubsysNet, "accepted a connection from %s", rc->peer_name.c_str());
@@ -170,7 +170,7 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
   uint8_t addr[kMaxAddrLen];
   size_t len = 0;
   NF_CHECK(our_address(*c, addr, &len));
-  c->peer_name = address_text(*c->ep, h.addr, h.addr_len);
+  c->peer_name = c->ep->address_text(h.addr, h.addr_len);
   if (len != h.addr_len) {
     NF_WARN("connect to %s: the peer's address is %u bytes, ours %zu: different providers or "
             "address formats", c->peer_name.c_str(), h.addr_len, len);

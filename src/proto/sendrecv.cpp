@@ -94,9 +94,16 @@ void complete_op(OpCtx* op, size_t len) {
 
 void fail_op(Comm& c, OpCtx* op, const CqError& err) {
   Request* r = op->req;
+  if (err.err == FI_ECANCELED) {  // we cancelled it (deregMr during teardown): not news
+    fail_request(r, Status::kInternalError);
+    complete_op(op, 0);
+    return;
+  }
   const Status s = status_for_cq_error(err.err);
   const char* hint = fi_error_hint(err.err);
-  NF_WARN("%s to/from %s failed: %s%s%s",
+  // One WARN per comm says what happened; a dead peer fails every request, the rest is INFO.
+  const LogLevel level = c.errors_logged++ == 0 ? LogLevel::kWarn : LogLevel::kInfo;
+  log_message(level, kSubsysNet, __FILE__, __LINE__, "%s to/from %s failed: %s%s%s",
           r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ? "send" : "receive",
           c.peer_name.empty() ? "peer" : c.peer_name.c_str(), err.text.c_str(),
           hint[0] ? "; " : "", hint);
@@ -119,6 +126,7 @@ Comm::~Comm() {
   magic = 0;
   // Closing the endpoint cancels every operation still in flight; only then may the buffers go.
   ep.reset();
+  for (MemReg& r : retired_mrs) deregister_memory(&r);
   deregister_memory(&ctrl_reg);
 }
 
@@ -312,38 +320,42 @@ Status sr_reg_mr(Comm& c, void* data, size_t size, MemHandle** out) {
   mh->magic = kMrMagic;
   mh->comm = &c;
   NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), data, size, &mh->reg));
+  if (c.params.get_bool(ParamId::kTestDropDesc)) mh->reg.desc = nullptr;  // see the parameter's doc
   *out = mh.release();
   return Status::kOk;
 }
 
+namespace {
+
+bool ops_in_flight(Comm& c) {
+  bool any = false;
+  c.pool.for_each([&](Request* r) { any = any || r->in_flight > 0; });
+  return any;
+}
+
+}  // namespace
+
 Status sr_dereg_mr(Comm& c, MemHandle* mh) {
-  (void)c;
+  if (mh->reg.mr != nullptr && ops_in_flight(c)) {
+    // NCCL deregisters before it closes, also after an abort with receives still posted, and
+    // frees the memory next. Cancel what is posted; if the provider still holds operations after
+    // a bounded drain, the registration outlives them until the endpoint closes.
+    c.pool.for_each([&](Request* r) {
+      for (int i = 0; i < r->posted && r->in_flight > 0; ++i) fi_cancel(&c.ep->ep()->fid, &r->ops[i]);
+    });
+    for (int pass = 0; pass < 64 && ops_in_flight(c); ++pass)
+      if (!ok(comm_progress(c))) break;
+    if (ops_in_flight(c)) {
+      NF_INFO(kSubsysNet, "deregMr with operations in flight on the comm with %s: released when "
+              "the comm closes", c.peer_name.c_str());
+      c.retired_mrs.push_back(mh->reg);
+      mh->reg = MemReg();
+    }
+  }
   deregister_memory(&mh->reg);
   mh->magic = 0;
   delete mh;
   return Status::kOk;
-}
-
-std::string address_text(const Endpoint& ep, const uint8_t* addr, size_t len) {
-  (void)ep;
-  // fi_av_straddr would need the AV; a hex dump is enough to tell peers apart in a log, but
-  // sockaddr_in is common enough to print the way people read it.
-  char buf[160];
-  if (len == 16 && addr[0] == 2 && addr[1] == 0) {  // AF_INET, little-endian family
-    snprintf(buf, sizeof(buf), "%u.%u.%u.%u:%u", addr[4], addr[5], addr[6], addr[7],
-             (addr[2] << 8) | addr[3]);
-    return buf;
-  }
-  // Providers with string addresses (shm: "fi_shm://pid:...") print as they are.
-  size_t text_len = 0;
-  while (text_len < len && addr[text_len] >= 0x20 && addr[text_len] < 0x7f) ++text_len;
-  if (text_len >= 4 && (text_len == len || addr[text_len] == '\0'))
-    return std::string(reinterpret_cast<const char*>(addr), text_len);
-  size_t pos = 0;
-  for (size_t i = 0; i < len && pos + 3 < sizeof(buf); ++i)
-    pos += static_cast<size_t>(snprintf(buf + pos, sizeof(buf) - pos, "%02x", addr[i]));
-  buf[pos] = '\0';
-  return buf;
 }
 
 }  // namespace nf

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fabric/fabric.h"
 #include "proto/wire.h"
@@ -79,6 +80,10 @@ struct Comm {
   Request* deferred_head = nullptr;
   Request* deferred_tail = nullptr;
   Status failed = Status::kOk;  // sticky: the endpoint itself failed
+  int errors_logged = 0;        // the first failure of a comm is a WARN, later ones INFO
+  // Registrations NCCL released while operations still used them (teardown after an abort):
+  // closed only once the endpoint is, so the NIC never writes into memory being freed.
+  std::vector<MemReg> retired_mrs;
 
   // Handshake state (connect and accept), and the registered buffer its messages live in.
   struct Ctrl {
@@ -120,7 +125,5 @@ Status sr_dereg_mr(Comm& c, MemHandle* mh);
 Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Request** out);
 void request_release(Request* r);
 
-// Printable form of a fabric address (for logs).
-std::string address_text(const Endpoint& ep, const uint8_t* addr, size_t len);
 
 }  // namespace nf

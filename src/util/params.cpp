@@ -27,6 +27,9 @@ const ParamDef kDefs[kParamCount] = {
      "send messages up to the provider's inject size with fi_tinject (no completion to reap)"},
     {ParamId::kCqBatch, "NCCL_FABRIC_CQ_BATCH", ParamType::kInt, "16", 1, 128,
      "completions read from the completion queue per progress call"},
+    {ParamId::kTestDropDesc, "NCCL_FABRIC_TEST_DROP_DESC", ParamType::kBool, "0", 0, 1,
+     "testing only: hand the provider no memory descriptors, breaking FI_MR_LOCAL on purpose so "
+     "tests can show the mock provider's checker catches it"},
 };
 
 bool parse_bool(const char* s, int64_t* out) {

@@ -17,6 +17,7 @@ enum class ParamId : int {
   kMaxRecvs,
   kInject,
   kCqBatch,
+  kTestDropDesc,
   kCount
 };
 

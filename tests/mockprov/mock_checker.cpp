@@ -1,0 +1,321 @@
+// Configuration from the environment, the violation/fault counters, EFA error tables and the
+// exported C API for tests.
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <strings.h>
+
+#include "mock_internal.h"
+
+namespace mockefa {
+
+namespace {
+// Created by fi_prov_ini (single-threaded inside libfabric's init) and freed by the provider's
+// cleanup, which fi_fini calls just before it unloads us: a function-local static would be
+// destroyed at dlclose/exit in an order nobody controls, and a never-freed pointer would show
+// up as a leak once the library is unmapped.
+Global* g_global = nullptr;
+}  // namespace
+
+Global& g() {
+  if (!g_global) g_global = new Global();
+  return *g_global;
+}
+
+void destroy_global() {
+  delete g_global;
+  g_global = nullptr;
+}
+
+namespace {
+
+const char* const kViolationNames[MOCKEFA_V_COUNT] = {
+    "no_desc",     "bad_desc",    "desc_range",  "rma_key",      "rma_bounds",
+    "rma_access",  "cq_data",     "msg_size",    "inject_size",  "iov_limit",
+    "ctx_reuse",   "bad_addr",    "not_enabled", "missing_cap",  "mr_in_use",
+    "writedata_size", "unsupported", "opt_state", "busy_close",
+};
+const char* const kFaultNames[MOCKEFA_F_COUNT] = {
+    "eagain", "error", "unreachable", "cq_delay", "cq_reorder", "wire_delay", "wire_reorder", "chunked",
+};
+
+bool env_flag(const char* name, bool dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  return !(std::strcmp(v, "0") == 0 || strcasecmp(v, "no") == 0 || strcasecmp(v, "false") == 0);
+}
+
+uint64_t env_u64(const char* name, uint64_t dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v, &end, 0);
+  if (errno || !end || *end || *v == '-') {
+    // A silently ignored knob would make a fault test pass for the wrong reason.
+    std::fprintf(stderr, "mockefa: ignoring %s=%s (not a non-negative integer)\n", name, v);
+    return dflt;
+  }
+  return x;
+}
+
+const char* env_str(const char* name, const char* dflt) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : dflt;
+}
+
+// p4d's four NICs sit on these PCI buses; more NICs get made-up buses above them.
+uint8_t nic_bus(int index) {
+  static const uint8_t kP4dBuses[4] = {0x10, 0x20, 0x90, 0xa0};
+  if (index < 4) return kP4dBuses[index];
+  return static_cast<uint8_t>(0xb0 + (index - 4) * 2);
+}
+constexpr uint8_t kNicSlot = 0x1b;
+
+}  // namespace
+
+Profile read_profile() {
+  Profile p;
+  p.ndomains = static_cast<int>(env_u64("MOCKEFA_NDOMAINS", 1));
+  if (p.ndomains < 1) p.ndomains = 1;
+  if (p.ndomains > kMaxDomains) p.ndomains = kMaxDomains;
+  const char* gdr = env_str("MOCKEFA_GDR", "p2p");
+  if (strcasecmp(gdr, "nop2p") == 0) p.gdr = GdrMode::kNoP2p;
+  else if (strcasecmp(gdr, "nocuda") == 0) p.gdr = GdrMode::kNoCuda;
+  else p.gdr = GdrMode::kP2p;
+  p.rma_emulated = strcasecmp(env_str("MOCKEFA_RMA", "emulated"), "device") != 0;
+  const char* hs = env_str("MOCKEFA_HANDSHAKE", "eagain");
+  if (strcasecmp(hs, "queue") == 0) p.handshake = HandshakeMode::kQueue;
+  else if (strcasecmp(hs, "none") == 0) p.handshake = HandshakeMode::kNone;
+  else p.handshake = HandshakeMode::kEagain;
+  p.require_mr_local = env_flag("MOCKEFA_REQUIRE_MR_LOCAL", false);
+  p.legacy_opts = env_flag("MOCKEFA_LEGACY_OPTS", false);
+  p.max_msg_size = env_u64("MOCKEFA_MAX_MSG_SIZE", SIZE_MAX);
+  p.inject_size = env_u64("MOCKEFA_INJECT_SIZE", 4096);
+  p.eager_size = env_u64("MOCKEFA_EAGER_SIZE", 8192);
+  p.tx_size = env_u64("MOCKEFA_TX_SIZE", 4096);
+  p.rx_size = env_u64("MOCKEFA_RX_SIZE", 8192);
+  if (p.tx_size == 0) p.tx_size = 1;
+  if (p.rx_size == 0) p.rx_size = 1;
+  p.max_writedata = env_u64("MOCKEFA_MAX_WRITEDATA", size_t{1} << 30);
+  p.unreach_polls = env_u64("MOCKEFA_UNREACH_POLLS", 64);
+  if (p.unreach_polls == 0) p.unreach_polls = 1;
+  p.verbose = env_flag("MOCKEFA_VERBOSE", false);
+  p.abort_on_violation = env_flag("MOCKEFA_ABORT_ON_VIOLATION", false);
+  return p;
+}
+
+mockefa_faults faults_from_env() {
+  mockefa_faults f{};
+  f.eagain_every = env_u64("MOCKEFA_EAGAIN_EVERY", 0);
+  f.error_every = env_u64("MOCKEFA_ERROR_EVERY", 0);
+  f.error_prov_errno = static_cast<int32_t>(env_u64("MOCKEFA_ERROR_PROV_ERRNO", kEfaBadStatus));
+  f.cq_delay = static_cast<uint32_t>(env_u64("MOCKEFA_CQ_DELAY", 0));
+  f.cq_reorder = env_flag("MOCKEFA_CQ_REORDER", false) ? 1 : 0;
+  f.wire_delay = static_cast<uint32_t>(env_u64("MOCKEFA_WIRE_DELAY", 0));
+  f.wire_reorder = env_flag("MOCKEFA_WIRE_REORDER", false) ? 1 : 0;
+  f.eagain_needs_poll = env_flag("MOCKEFA_EAGAIN_NEEDS_POLL", true) ? 1 : 0;
+  f.unreachable_after = env_u64("MOCKEFA_UNREACHABLE_AFTER", MOCKEFA_NEVER);
+  f.land_chunk = env_u64("MOCKEFA_LAND_CHUNK", 0);
+  f.seed = env_u64("MOCKEFA_SEED", 1);
+  return f;
+}
+
+mockefa_faults faults_for_new_endpoint() {
+  return g().faults_override ? g().faults_override_value : faults_from_env();
+}
+
+std::string domain_name(int index) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rdmap%us%u-rdm", unsigned{nic_bus(index)}, unsigned{kNicSlot});
+  return buf;
+}
+
+int domain_index(const char* name, int ndomains) {
+  if (!name) return -1;
+  for (int i = 0; i < ndomains; ++i)
+    if (domain_name(i) == name) return i;
+  return -1;
+}
+
+void nic_facts(int index, mockefa_nic_info* out) {
+  std::memset(out, 0, sizeof *out);
+  unsigned bus = nic_bus(index);
+  std::snprintf(out->domain_name, sizeof out->domain_name, "%s", domain_name(index).c_str());
+  std::snprintf(out->device_name, sizeof out->device_name, "rdmap%us%u", bus, unsigned{kNicSlot});
+  std::snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "0000:%02x:%02x.0", bus, unsigned{kNicSlot});
+  std::snprintf(out->pci_path, sizeof out->pci_path, "%s/pci0000:%02x/0000:%02x:%02x.0",
+                env_str("MOCKEFA_SYSFS_ROOT", "/sys/devices"), bus, bus, unsigned{kNicSlot});
+  out->link_speed = kLinkSpeed;
+}
+
+std::string addr_str(const EfaAddr& a) {
+  char gid[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, a.gid, gid, sizeof gid);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "fi_addr_efa://[%s]:%u:%u", gid, unsigned{a.qpn}, unsigned{a.qkey});
+  return buf;
+}
+
+std::string err_text(const char* why, const EfaAddr& mine, const EfaAddr* peer) {
+  // Shape of EFA's err_data: reason, then both addresses and host ids.
+  std::string s = why;
+  s += " My EFA addr: " + addr_str(mine) + " My host id: i-0000000000m0ckefa";
+  s += " Peer EFA addr: " + (peer ? addr_str(*peer) : std::string("N/A")) + " Peer host id: N/A";
+  if (s.size() > kErrDataMax - 1) s.resize(kErrDataMax - 1);
+  return s;
+}
+
+int efa_errno_to_err(int prov_errno) {
+  if (prov_errno < 0) return -prov_errno;
+  switch (prov_errno) {
+    case 1: return FI_ECANCELED;
+    case 2: case 3: case 4: case 5: case 7: case 18: return FI_EINVAL;
+    case 6: case 11: return FI_EMSGSIZE;
+    case 8: case 13: return FI_ECONNABORTED;
+    case 9: case 14: return FI_ENOTCONN;
+    case 10: return FI_ENORX;
+    case 12: return FI_EREMOTEIO;
+    case 15: return FI_EHOSTUNREACH;
+    default: return prov_errno >= 4096 ? FI_EOTHER : FI_EIO;
+  }
+}
+
+const char* efa_strerror(int prov_errno) {
+  switch (prov_errno) {
+    case 1: return "Work request flushed while the queue pair was destroyed";
+    case 2: return "Local queue pair operation error";
+    case 3: return "Unsupported operation";
+    case 4: return "Invalid address handle";
+    case 5: return "Local memory protection error (invalid lkey)";
+    case 6: return "Local message too long";
+    case 7: return "Remote memory access error (invalid address, key or access rights)";
+    case 8: return "Operation aborted by the remote peer";
+    case 9: return "Destination queue pair is gone (peer endpoint closed)";
+    case 10: return "Receiver not ready";
+    case 11: return "Remote scatter-gather list too short";
+    case 12: return "Unexpected status returned by the responder";
+    case 13: return "Remote peer stopped responding";
+    case 14: return "Remote peer has no address handle for this endpoint";
+    case 15: return "Destination unreachable: no response was ever received";
+    default: break;
+  }
+  if (prov_errno < 0) return fi_strerror(-prov_errno);
+  return "Unknown EFA error";
+}
+
+void violation(int kind, const char* fmt, ...) {
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  Global& gl = g();
+  if (kind >= 0 && kind < MOCKEFA_V_COUNT) gl.counters.violations[kind]++;
+  gl.counters.violations_total++;
+  const char* name = (kind >= 0 && kind < MOCKEFA_V_COUNT) ? kViolationNames[kind] : "?";
+  gl.last_violation = std::string(name) + ": " + text;
+  if (env_flag("MOCKEFA_VERBOSE", false))
+    std::fprintf(stderr, "mockefa: violation %s\n", gl.last_violation.c_str());
+  if (env_flag("MOCKEFA_ABORT_ON_VIOLATION", false)) {
+    std::fprintf(stderr, "mockefa: violation %s (MOCKEFA_ABORT_ON_VIOLATION)\n", gl.last_violation.c_str());
+    std::abort();
+  }
+}
+
+void count_fault(int kind) {
+  if (kind >= 0 && kind < MOCKEFA_F_COUNT) g().counters.faults[kind]++;
+  g().counters.faults_total++;
+}
+
+Ep* ep_by_serial(uint64_t serial) {
+  auto it = g().eps_by_serial.find(serial);
+  return it == g().eps_by_serial.end() ? nullptr : it->second;
+}
+
+Ep* enabled_ep(const EfaAddr& a) {
+  auto it = g().eps_by_addr.find(a);
+  return it == g().eps_by_addr.end() ? nullptr : it->second;
+}
+
+void apply_faults(Ep* ep, const mockefa_faults& f) {
+  ep->faults = f;
+  ep->rng.seed(f.seed ^ (ep->serial * 0x9E3779B97F4A7C15ull));
+  ep->post_attempts = ep->accepted_ops = ep->tx_ops = 0;
+  ep->eagain_latched = false;
+  ep->unreachable = false;
+}
+
+}  // namespace mockefa
+
+using namespace mockefa;
+
+MOCKEFA_EXPORT void mockefa_get_counters(struct mockefa_counters* out) {
+  if (!out) return;
+  Lock lk(g().mu);
+  *out = g().counters;
+}
+
+MOCKEFA_EXPORT void mockefa_reset_counters(void) {
+  Lock lk(g().mu);
+  mockefa_counters& c = g().counters;
+  mockefa_counters kept = c;
+  c = mockefa_counters{};
+  c.open_fabrics = kept.open_fabrics;
+  c.open_domains = kept.open_domains;
+  c.open_avs = kept.open_avs;
+  c.open_cqs = kept.open_cqs;
+  c.open_eps = kept.open_eps;
+  c.open_mrs = kept.open_mrs;
+  g().last_violation.clear();
+}
+
+MOCKEFA_EXPORT const char* mockefa_violation_name(int kind) {
+  return (kind >= 0 && kind < MOCKEFA_V_COUNT) ? kViolationNames[kind] : nullptr;
+}
+
+MOCKEFA_EXPORT const char* mockefa_fault_name(int kind) {
+  return (kind >= 0 && kind < MOCKEFA_F_COUNT) ? kFaultNames[kind] : nullptr;
+}
+
+MOCKEFA_EXPORT size_t mockefa_last_violation(char* buf, size_t len) {
+  Lock lk(g().mu);
+  const std::string& s = g().last_violation;
+  if (buf && len) std::snprintf(buf, len, "%s", s.c_str());
+  return s.size();
+}
+
+MOCKEFA_EXPORT void mockefa_set_faults(const struct mockefa_faults* faults) {
+  Lock lk(g().mu);
+  g().faults_override = faults != nullptr;
+  if (faults) g().faults_override_value = *faults;
+}
+
+MOCKEFA_EXPORT int mockefa_set_faults_all(const struct mockefa_faults* faults) {
+  Lock lk(g().mu);
+  mockefa_set_faults(faults);
+  mockefa_faults f = faults_for_new_endpoint();
+  int n = 0;
+  for (auto& kv : g().eps_by_serial) {
+    apply_faults(kv.second, f);
+    ++n;
+  }
+  return n;
+}
+
+MOCKEFA_EXPORT void mockefa_get_faults(struct mockefa_faults* out) {
+  if (!out) return;
+  Lock lk(g().mu);
+  *out = faults_for_new_endpoint();
+}
+
+MOCKEFA_EXPORT int mockefa_num_nics(void) { return read_profile().ndomains; }
+
+MOCKEFA_EXPORT int mockefa_get_nic_info(int index, struct mockefa_nic_info* out) {
+  if (!out || index < 0 || index >= read_profile().ndomains) return -1;
+  nic_facts(index, out);
+  return 0;
+}

@@ -1,0 +1,439 @@
+// Internal declarations shared by the mockefa provider's translation units.
+//
+// Concurrency: one process-wide recursive mutex (g().mu) guards every object below. Each
+// libfabric entry point takes it for its whole duration and never calls application code while
+// holding it, so the provider is FI_THREAD_SAFE without any finer reasoning.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_ext.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "mockefa.h"
+
+#define MOCKEFA_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace mockefa {
+
+constexpr const char* kProvName = "mockefa";
+constexpr const char* kFabricName = "efa";
+constexpr uint32_t kProvVersion = FI_VERSION(1, 0);
+constexpr size_t kAddrLen = 32;
+constexpr size_t kIovLimit = 4;
+constexpr size_t kRmaIovLimit = 1;
+constexpr size_t kMrIovLimit = 1;
+constexpr size_t kMrKeySize = 4;
+constexpr size_t kCqDataSize = 4;
+constexpr uint64_t kCqDataMax = 0xffffffffull;
+constexpr uint64_t kTagFormat = 0xAAAAAAAAAAAAAAAAull;  // FI_TAG_GENERIC
+constexpr int kMaxDomains = 32;
+constexpr size_t kMtu = 8928;
+constexpr size_t kLinkMtu = 8760;
+constexpr uint64_t kLinkSpeed = 100000000000ull;  // 100 Gb/s, what p4d/p5 NICs report
+constexpr uint32_t kProtoVersion = 4;
+constexpr size_t kErrDataMax = 1024;
+
+// Caps of the `efa` RDM entry the mock offers (FI_HMEM is added only when asked for).
+constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND |
+                                  FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV;
+constexpr uint64_t kSecondaryCaps = FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_HMEM;
+constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_RECV | FI_REMOTE_READ |
+                             FI_REMOTE_WRITE | FI_SOURCE | FI_DIRECTED_RECV | FI_HMEM;
+constexpr uint64_t kMsgOrder = FI_ORDER_SAS;
+// Bits of mr_mode (spelled as numbers elsewhere would trip 2.x deprecation pragmas).
+constexpr int kMrBasicLegacy = 1;     // FI_MR_BASIC
+constexpr int kMrScalableLegacy = 2;  // FI_MR_SCALABLE
+constexpr int kMrRequired = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+constexpr int kMrRmaTarget = FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_RMA_EVENT;
+
+// Endpoint option numbers added after libfabric 1.17 (values are ABI, efa-semantics §4).
+constexpr int kOptCudaApiPermitted = 10;
+constexpr int kOptSharedMemoryPermitted = 11;
+constexpr int kOptMaxMsgSize = 12;
+constexpr int kOptMaxTaggedSize = 13;
+constexpr int kOptMaxRmaSize = 14;
+constexpr int kOptMaxAtomicSize = 15;
+constexpr int kOptInjectMsgSize = 16;
+constexpr int kOptInjectTaggedSize = 17;
+constexpr int kOptInjectRmaSize = 18;
+constexpr int kOptInjectAtomicSize = 19;
+constexpr int kOptEfaRnrRetry = -(0xefa << 16);
+constexpr int kOptEfaEmulatedRead = kOptEfaRnrRetry + 1;
+constexpr int kOptEfaEmulatedWrite = kOptEfaRnrRetry + 2;
+constexpr int kOptEfaEmulatedAtomics = kOptEfaRnrRetry + 3;
+constexpr int kOptEfaUseDeviceRdma = kOptEfaRnrRetry + 4;
+constexpr int kOptEfaSendrecvInOrder128 = kOptEfaRnrRetry + 5;
+constexpr int kOptEfaWriteInOrder128 = kOptEfaRnrRetry + 6;
+constexpr int kOptEfaHomogeneousPeers = kOptEfaRnrRetry + 7;
+
+// EFA provider error codes (prov_errno) the mock reports, efa-semantics §2.8.
+enum ProvErrno : int {
+  kEfaFlushed = 1,
+  kEfaLocalQpError = 2,
+  kEfaBadLkey = 5,
+  kEfaRemoteBadAddress = 7,
+  kEfaRemoteAbort = 8,
+  kEfaBadDestQpn = 9,
+  kEfaRnr = 10,
+  kEfaBadStatus = 12,
+  kEfaUnresp = 13,
+  kEfaUnknownPeer = 14,
+  kEfaUnreach = 15,
+};
+int efa_errno_to_err(int prov_errno);        // the 2.1+ mapping to a positive FI_E* value
+const char* efa_strerror(int prov_errno);    // static text, like EFA's table
+
+enum class GdrMode { kP2p, kNoP2p, kNoCuda };
+enum class HandshakeMode { kEagain, kQueue, kNone };
+
+// What fi_getinfo reports and what endpoints enforce; read from the environment on each
+// fi_getinfo / fi_domain / fi_endpoint so tests can change it between objects.
+struct Profile {
+  int ndomains = 1;
+  GdrMode gdr = GdrMode::kP2p;
+  bool rma_emulated = true;
+  HandshakeMode handshake = HandshakeMode::kEagain;
+  bool require_mr_local = false;
+  bool legacy_opts = false;
+  size_t max_msg_size = SIZE_MAX;
+  size_t inject_size = 4096;
+  size_t eager_size = 8192;
+  size_t tx_size = 4096;
+  size_t rx_size = 8192;
+  size_t max_writedata = size_t{1} << 30;
+  uint64_t unreach_polls = 64;
+  bool verbose = false;
+  bool abort_on_violation = false;
+};
+Profile read_profile();
+mockefa_faults faults_from_env();
+mockefa_faults faults_for_new_endpoint();
+void nic_facts(int index, mockefa_nic_info* out);
+std::string domain_name(int index);
+int domain_index(const char* name, int ndomains);  // -1 if not one of ours
+
+// 32-byte FI_ADDR_EFA address: GID(16) QPN(2) pad(2) QKEY(4) unused(8).
+struct EfaAddr {
+  uint8_t gid[16];
+  uint16_t qpn;
+  uint16_t pad;
+  uint32_t qkey;
+  uint8_t unused[8];
+};
+static_assert(sizeof(EfaAddr) == kAddrLen, "FI_ADDR_EFA is 32 bytes");
+inline bool operator<(const EfaAddr& a, const EfaAddr& b) { return std::memcmp(&a, &b, 24) < 0; }
+inline bool operator==(const EfaAddr& a, const EfaAddr& b) { return std::memcmp(&a, &b, 24) == 0; }
+std::string addr_str(const EfaAddr& a);  // fi_addr_efa://[gid]:qpn:qkey
+
+struct Fabric;
+struct Domain;
+struct Av;
+struct Cq;
+struct Mr;
+struct Ep;
+struct Op;
+
+// Each object that libfabric hands out is a small standard-layout handle whose first member is
+// the libfabric fid struct, plus a pointer back to the C++ object (which is not standard-layout).
+template <typename FidT, typename Obj>
+struct Handle {
+  FidT fid;
+  Obj* self;
+};
+template <typename Obj, typename FidT>
+Obj* self_of(FidT* f) {
+  return reinterpret_cast<Handle<FidT, Obj>*>(f)->self;
+}
+
+struct Fabric {
+  Handle<fid_fabric, Fabric> h;
+  int domains = 0;
+};
+
+struct Domain {
+  Handle<fid_domain, Domain> h;
+  Fabric* fabric = nullptr;
+  int index = 0;
+  std::string name;
+  int mr_mode = 0;
+  uint64_t caps = 0;
+  Profile profile;
+  int children = 0;  // open AVs, CQs, EPs, MRs
+};
+
+struct Av {
+  Handle<fid_av, Av> h;
+  Domain* domain = nullptr;
+  std::vector<EfaAddr> table;
+  std::vector<bool> valid;
+  int bound_eps = 0;
+  bool lookup(fi_addr_t a, EfaAddr* out) const;
+  fi_addr_t reverse(const EfaAddr& a) const;
+};
+
+struct Mr {
+  Handle<fid_mr, Mr> h;
+  Domain* domain = nullptr;
+  uintptr_t base = 0;
+  size_t len = 0;
+  uint64_t access = 0;
+  int iface = FI_HMEM_SYSTEM;
+  int device = 0;
+  uint64_t key = 0;
+  bool covers(uintptr_t addr, size_t n) const { return addr >= base && n <= len && addr - base <= len - n; }
+};
+
+struct CqEntry {
+  void* op_context = nullptr;
+  uint64_t flags = 0;
+  size_t len = 0;
+  void* buf = nullptr;
+  uint64_t data = 0;
+  uint64_t tag = 0;
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  bool is_error = false;
+  int err = 0;
+  int prov_errno = 0;
+  size_t olen = 0;
+  std::string err_data;
+  uint64_t ep_serial = 0;  // endpoint whose context set this entry releases
+  bool track_ctx = false;
+  uint32_t hidden = 0;     // remaining CQ reads before it becomes visible
+};
+
+struct Cq {
+  Handle<fid_cq, Cq> h;
+  Domain* domain = nullptr;
+  fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+  size_t entry_size = sizeof(fi_cq_entry);
+  std::deque<CqEntry> entries;
+  std::vector<Ep*> eps;  // endpoints bound (for progress)
+  std::string err_buf;   // provider-owned err_data handed out by readerr
+  std::mt19937_64 rng;
+};
+
+struct Seg {
+  uint8_t* ptr = nullptr;
+  size_t len = 0;
+  Mr* mr = nullptr;  // the descriptor the app gave, if any (checked live before each copy)
+};
+
+struct RecvReq {
+  void* context = nullptr;
+  std::vector<Seg> segs;
+  size_t cap = 0;
+  bool tagged = false;
+  uint64_t tag = 0, ignore = 0;
+  bool any_src = true;
+  EfaAddr src{};
+  bool want_completion = true;
+  bool track_ctx = false;
+  bool mr_lost = false;
+  int fail_prov = 0;  // injected failure
+};
+
+enum class OpKind { kMsg, kTagged, kWrite, kRead, kHandshake, kHandshakeReply };
+enum class OpState { kWire, kWaitMatch, kLanding, kRetired };
+
+struct Op {
+  uint64_t id = 0;
+  OpKind kind = OpKind::kMsg;
+  OpState st = OpState::kWire;
+  Ep* init = nullptr;        // null once the initiator has its completion (eager unexpected)
+  uint64_t init_serial = 0;
+  EfaAddr src_addr{}, dst_addr{};
+  void* context = nullptr;
+  uint64_t tx_flags = 0;     // completion flags at the initiator
+  bool want_completion = true;
+  bool track_ctx = false;
+  bool is_inject = false;
+  std::vector<Seg> segs;
+  std::vector<uint8_t> own;  // injected or eagerly buffered payload (segs then point here)
+  size_t len = 0;
+  uint64_t tag = 0, data = 0;
+  bool has_data = false;
+  uint64_t rma_addr = 0, rma_key = 0;
+  bool needs_handshake = false;
+  bool ordered = true;       // FI_ORDER_SAS applies between this op and its pair's next message
+  uint32_t wire_delay = 0;
+  uint64_t undelivered_polls = 0;
+  int fail_err = 0, fail_prov = 0;  // injected failure, reported at the initiator's progress
+  bool fail_unreachable = false;    // ... because of MOCKEFA_UNREACHABLE_AFTER
+  bool mr_lost = false;
+  // landing state
+  RecvReq recv;
+  Ep* recv_ep = nullptr;
+  size_t land_bytes = 0, chunk = 0;
+  std::vector<size_t> chunks;  // remaining chunk indices, in landing order
+  bool internal = false;      // handshake traffic: no completion, not counted as outstanding
+  bool on_wire = false;
+  std::list<Op*>::iterator wire_it;
+};
+
+enum class HsState { kNone, kRequested, kDone, kFailed };
+
+struct Ep {
+  Handle<fid_ep, Ep> h;
+  Domain* domain = nullptr;
+  uint64_t serial = 0;
+  EfaAddr addr{};
+  Av* av = nullptr;
+  Cq* tx_cq = nullptr;
+  Cq* rx_cq = nullptr;
+  bool tx_selective = false, rx_selective = false;
+  bool enabled = false;
+  uint64_t caps = 0;
+  uint64_t tx_op_flags = 0, rx_op_flags = 0;
+  uint64_t tx_msg_order = 0, rx_msg_order = 0;
+  size_t inject_size = 0, max_msg = 0, max_tagged = 0, max_rma = 0;
+  size_t inject_msg = 0, inject_tagged = 0, inject_rma = 0;
+  size_t tx_size = 0, rx_size = 0;
+  bool rma_emulated = true;
+  bool homogeneous_peers = false;
+  bool write_in_order_128 = false;
+  size_t min_multi_recv = 0;
+  size_t rnr_retry = 3;
+  mockefa_faults faults{};
+  std::mt19937_64 rng;
+  uint64_t post_attempts = 0, accepted_ops = 0, tx_ops = 0;
+  bool eagain_latched = false;
+  bool unreachable = false;
+  uint64_t tx_outstanding = 0;
+  std::unordered_set<void*> inflight_ctx;
+  std::list<RecvReq> posted_msg, posted_tagged, failing_recvs;
+  std::list<Op*> unexpected_msg, unexpected_tagged;
+  std::map<EfaAddr, HsState> peers;
+  uint64_t progress_passes = 0;
+  Profile profile;  // read when the endpoint was opened
+};
+
+struct Global {
+  std::recursive_mutex mu;
+  mockefa_counters counters{};
+  std::string last_violation;
+  std::unordered_set<const Mr*> live_mrs;
+  std::unordered_map<uint64_t, Mr*> mr_by_key;
+  uint32_t next_key = 0x1000;
+  uint64_t next_cuda_key = uint64_t{1} << 32;
+  std::map<EfaAddr, Ep*> eps_by_addr;  // enabled endpoints
+  std::set<EfaAddr> closed_addrs;      // endpoints that were enabled and are gone
+  std::unordered_map<uint64_t, Ep*> eps_by_serial;
+  std::list<Op*> wire;                 // ops in kWire or kLanding, in post order
+  std::vector<Op*> graveyard;          // retired ops, freed when no pass iterates them
+  int pass_depth = 0;
+  uint64_t next_serial = 1, next_op_id = 1;
+  uint16_t next_qpn[kMaxDomains] = {};
+  bool faults_override = false;
+  mockefa_faults faults_override_value{};
+};
+Global& g();
+void destroy_global();
+void domain_gid(int index, uint8_t gid[16]);
+using Lock = std::lock_guard<std::recursive_mutex>;
+
+// checker / counters
+void violation(int kind, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void count_fault(int kind);
+void apply_faults(Ep* ep, const mockefa_faults& f);  // also restarts its counters
+
+// ops tables (set up once)
+extern fi_ops g_fabric_fi_ops, g_domain_fi_ops, g_av_fi_ops, g_cq_fi_ops, g_mr_fi_ops, g_ep_fi_ops;
+extern fi_ops_fabric g_fabric_ops;
+extern fi_ops_domain g_domain_ops;
+extern fi_ops_mr g_mr_ops;
+extern fi_ops_av g_av_ops;
+extern fi_ops_cq g_cq_ops;
+extern fi_ops_ep g_ep_ops;
+extern fi_ops_cm g_cm_ops;
+extern fi_ops_msg g_msg_ops;
+extern fi_ops_tagged g_tagged_ops;
+extern fi_ops_rma g_rma_ops;
+extern fi_ops_atomic g_atomic_ops;
+extern fi_ops_collective g_collective_ops;
+void fill_object_fi_ops(fi_ops* o, int (*close_fn)(fid*));  // close + -FI_ENOSYS rest
+void init_fabric_ops();
+void init_cq_ops();
+void init_mr_ops();
+void init_ep_ops();
+void init_msg_ops();
+void init_rma_ops();
+void init_stub_ops();
+
+// info
+int mock_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+                 const fi_info* hints, fi_info** info);
+int mock_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
+
+// objects
+int mock_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context);
+int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
+Mr* live_mr(const void* desc);  // the Mr behind desc if it is a live registration, else null
+Mr* mr_for_key(uint64_t key);
+void mr_closing(Mr* mr);        // flags ops that still use it
+
+// posting (ep + msg + rma)
+struct PostArgs {
+  OpKind kind = OpKind::kMsg;
+  bool is_recv = false;
+  const iovec* iov = nullptr;
+  void** desc = nullptr;
+  size_t count = 0;
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  void* context = nullptr;
+  uint64_t flags = 0;  // FI_INJECT, FI_COMPLETION, FI_REMOTE_CQ_DATA, ...
+  uint64_t data = 0;
+  uint64_t tag = 0, ignore = 0;
+  const fi_rma_iov* rma = nullptr;
+  size_t rma_count = 0;
+  bool inject_call = false;  // fi_inject*: no completion at all
+};
+ssize_t post(Ep* ep, const PostArgs& a);
+
+// progress engine
+void progress_ep(Ep* ep);
+void retire(Op* op);
+void wire_push(Op* op);
+void flush_graveyard();
+void complete_entry(Ep* ep, Cq* cq, CqEntry e, bool want_completion);
+void fail_initiator(Op* op, int prov_errno, const char* why);
+void match_new_recv(Ep* ep, RecvReq&& r);
+void ep_teardown(Ep* ep);
+Ep* ep_by_serial(uint64_t serial);
+Ep* enabled_ep(const EfaAddr& a);
+std::string err_text(const char* why, const EfaAddr& mine, const EfaAddr* peer);
+
+// Pass guard: while a progress pass iterates, retired ops must stay allocated.
+struct PassGuard {
+  PassGuard() { ++g().pass_depth; }
+  ~PassGuard() {
+    if (--g().pass_depth == 0) flush_graveyard();
+  }
+  PassGuard(const PassGuard&) = delete;
+  PassGuard& operator=(const PassGuard&) = delete;
+};
+
+}  // namespace mockefa

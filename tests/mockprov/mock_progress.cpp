@@ -1,0 +1,492 @@
+// The wire and the progress engine.
+//
+// A posted transmit op goes onto the process-wide wire (g().wire) and nothing else happens.
+// Ops move only inside progress_ep(X), which a read of a CQ bound to X runs:
+//  * as target, X takes messages addressed to it off the wire (matching a posted receive or
+//    queueing as unexpected), serves RMA aimed at its memory, and answers handshakes;
+//  * as initiator, X reports its injected failures and unreachable peers, and (with
+//    MOCKEFA_RMA=device only) carries its own RMA to the peer's memory;
+//  * payload lands in pieces (MOCKEFA_LAND_CHUNK) over successive passes of the landing side.
+// Completions go to the CQ of the endpoint they belong to the moment the work is done, so a
+// sender whose receiver polls finds its completion at its own next read.
+#include <cstdio>
+
+#include "mock_internal.h"
+
+namespace mockefa {
+
+namespace {
+
+// Copies bytes [off, off+n) of the logical concatenation of src into the same range of dst.
+void copy_range(const std::vector<Seg>& dst, const std::vector<Seg>& src, size_t off, size_t n) {
+  size_t di = 0, doff = off, si = 0, soff = off;
+  while (di < dst.size() && doff >= dst[di].len) doff -= dst[di++].len;
+  while (si < src.size() && soff >= src[si].len) soff -= src[si++].len;
+  while (n) {
+    if (di >= dst.size() || si >= src.size()) return;  // callers bound n by both totals
+    size_t k = std::min({n, dst[di].len - doff, src[si].len - soff});
+    std::memmove(dst[di].ptr + doff, src[si].ptr + soff, k);
+    n -= k;
+    doff += k;
+    soff += k;
+    if (doff == dst[di].len) { ++di; doff = 0; }
+    if (soff == src[si].len) { ++si; soff = 0; }
+  }
+}
+
+bool segs_live(const std::vector<Seg>& segs) {
+  for (const Seg& s : segs)
+    if (s.mr && !live_mr(s.mr)) return false;
+  return true;
+}
+
+bool matches(const RecvReq& r, const Op* op) {
+  if (r.tagged && ((op->tag & ~r.ignore) != (r.tag & ~r.ignore))) return false;
+  return r.any_src || r.src == op->src_addr;
+}
+
+// SAS bookkeeping for one progress pass: messages between an ordered (sender, receiver) pair
+// arrive in post order. In post order passes a pair is blocked once one of its messages stays
+// on the wire; in shuffled passes only the pair's oldest message may arrive.
+struct Sas {
+  bool shuffled = false;
+  std::map<std::pair<uint64_t, EfaAddr>, uint64_t> oldest;
+  std::set<std::pair<uint64_t, EfaAddr>> blocked;
+  bool allowed(const Op* op) const {
+    auto key = std::make_pair(op->init_serial, op->dst_addr);
+    if (shuffled) {
+      auto it = oldest.find(key);
+      return it == oldest.end() || it->second == op->id;
+    }
+    return !blocked.count(key);
+  }
+  void block(const Op* op) {
+    if (!shuffled) blocked.insert(std::make_pair(op->init_serial, op->dst_addr));
+  }
+};
+
+bool is_msg(const Op* op) { return op->kind == OpKind::kMsg || op->kind == OpKind::kTagged; }
+bool is_rma(const Op* op) { return op->kind == OpKind::kWrite || op->kind == OpKind::kRead; }
+
+void finish_initiator(Op* op) {
+  Ep* ep = op->init;
+  if (!ep) return;
+  op->init = nullptr;
+  if (op->internal) return;
+  CqEntry e;
+  e.op_context = op->context;
+  e.flags = op->tx_flags;
+  e.len = op->len;
+  e.ep_serial = ep->serial;
+  e.track_ctx = op->track_ctx;
+  complete_entry(ep, ep->tx_cq, std::move(e), op->want_completion);
+  ep->tx_outstanding--;
+}
+
+void fail_recv(Ep* ep, const RecvReq& r, int prov_errno, const char* why, const EfaAddr* peer) {
+  CqEntry e;
+  e.op_context = r.context;
+  e.flags = FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG);
+  e.buf = r.segs.empty() ? nullptr : r.segs[0].ptr;
+  e.tag = r.tag;
+  e.is_error = true;
+  e.err = efa_errno_to_err(prov_errno);
+  e.prov_errno = prov_errno;
+  e.err_data = err_text(why, ep->addr, peer);
+  e.ep_serial = ep->serial;
+  e.track_ctx = r.track_ctx;
+  complete_entry(ep, ep->rx_cq, std::move(e), true);
+}
+
+void complete_recv(Ep* ep, const RecvReq& r, const Op* op) {
+  CqEntry e;
+  e.op_context = r.context;
+  e.flags = FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG) | (op->has_data ? FI_REMOTE_CQ_DATA : 0);
+  e.len = std::min(op->len, r.cap);
+  e.buf = r.segs.empty() ? nullptr : r.segs[0].ptr;
+  e.data = op->data;
+  e.tag = r.tagged ? op->tag : 0;
+  e.src = ep->av ? ep->av->reverse(op->src_addr) : FI_ADDR_NOTAVAIL;
+  e.ep_serial = ep->serial;
+  e.track_ctx = r.track_ctx;
+  if (op->len > r.cap) {
+    e.is_error = true;
+    e.err = FI_ETRUNC;
+    e.prov_errno = -FI_ETRUNC;
+    e.olen = op->len - r.cap;
+    e.err_data = err_text("Message truncated: receive buffer too small", ep->addr, &op->src_addr);
+    g().counters.truncations++;
+  }
+  complete_entry(ep, ep->rx_cq, std::move(e), r.want_completion);
+}
+
+// Sets up landing of op->land_bytes; `cfg` is the endpoint that owns the destination memory,
+// whose knobs decide the chunking and chunk order.
+void setup_landing(Op* op, Ep* cfg) {
+  op->st = OpState::kLanding;
+  size_t chunk = cfg ? cfg->faults.land_chunk : 0;
+  if (chunk && cfg->write_in_order_128) chunk = (chunk + 127) / 128 * 128;
+  size_t n = 0;
+  if (!chunk || chunk >= op->land_bytes) {
+    op->chunk = op->land_bytes;
+    n = op->land_bytes ? 1 : 0;
+  } else {
+    op->chunk = chunk;
+    n = (op->land_bytes + chunk - 1) / chunk;
+    count_fault(MOCKEFA_F_CHUNKED);
+  }
+  op->chunks.clear();
+  for (size_t i = n; i-- > 0;) op->chunks.push_back(i);  // popped from the back: index 0 first
+  if (cfg && cfg->faults.wire_reorder && n > 1) {
+    std::shuffle(op->chunks.begin(), op->chunks.end(), cfg->rng);
+    count_fault(MOCKEFA_F_WIRE_REORDER);
+  }
+}
+
+void start_msg_landing(Ep* x, Op* op) {
+  op->recv_ep = x;
+  op->land_bytes = std::min(op->len, op->recv.cap);
+  setup_landing(op, x);
+}
+
+// Lands one chunk; true when the whole transfer has landed.
+bool land_chunk(Op* op, const std::vector<Seg>& dst, const std::vector<Seg>& src) {
+  if (op->chunks.empty()) return true;
+  size_t idx = op->chunks.back();
+  op->chunks.pop_back();
+  size_t off = idx * op->chunk;
+  size_t n = std::min(op->chunk, op->land_bytes - off);
+  copy_range(dst, src, off, n);
+  g().counters.bytes_landed += n;
+  return op->chunks.empty();
+}
+
+void land_msg(Ep* x, Op* op) {
+  if (op->recv.mr_lost || !segs_live(op->recv.segs)) {
+    fail_recv(x, op->recv, kEfaBadLkey, "Receive buffer's memory registration was closed", &op->src_addr);
+    fail_initiator(op, kEfaRemoteAbort, "Receiver's memory registration was closed");
+    retire(op);
+    return;
+  }
+  if (op->mr_lost || !segs_live(op->segs)) {
+    fail_recv(x, op->recv, kEfaRemoteAbort, "Sender's memory registration was closed", &op->src_addr);
+    fail_initiator(op, kEfaBadLkey, "Send buffer's memory registration was closed");
+    retire(op);
+    return;
+  }
+  if (!land_chunk(op, op->recv.segs, op->segs)) return;
+  complete_recv(x, op->recv, op);
+  finish_initiator(op);
+  retire(op);
+}
+
+void land_rma(Op* op, Ep* tgt) {
+  if (op->mr_lost || !segs_live(op->segs)) {
+    const bool local = !segs_live(op->segs);  // else it was the target's registration
+    fail_initiator(op, local ? kEfaBadLkey : kEfaRemoteBadAddress,
+                   local ? "Local memory registration was closed during the transfer"
+                         : "Remote memory registration was closed during the transfer");
+    retire(op);
+    return;
+  }
+  std::vector<Seg> remote{Seg{reinterpret_cast<uint8_t*>(op->rma_addr), op->len, nullptr}};
+  bool done = op->kind == OpKind::kWrite ? land_chunk(op, remote, op->segs) : land_chunk(op, op->segs, remote);
+  if (!done) return;
+  if (op->kind == OpKind::kWrite && op->has_data) {
+    // fi_writedata's target event: one per write, covering only that write's bytes.
+    CqEntry e;
+    e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+    e.len = op->len;
+    e.data = op->data;
+    e.src = tgt->av ? tgt->av->reverse(op->src_addr) : FI_ADDR_NOTAVAIL;
+    e.ep_serial = tgt->serial;
+    complete_entry(tgt, tgt->rx_cq, std::move(e), true);
+  }
+  finish_initiator(op);
+  retire(op);
+}
+
+// Target-side checks of an RMA op; false (and the op failed) if the target refuses it.
+bool rma_accept(Op* op, Ep* tgt) {
+  if (op->len) {
+    Mr* mr = mr_for_key(op->rma_key);
+    const char* what = nullptr;
+    if (!mr || mr->domain != tgt->domain) {
+      violation(MOCKEFA_V_RMA_KEY, "RMA with key 0x%llx unknown at target %s",
+                static_cast<unsigned long long>(op->rma_key), addr_str(op->dst_addr).c_str());
+      what = "Remote key is not a registration of the target's domain";
+    } else if (!mr->covers(op->rma_addr, op->len)) {
+      violation(MOCKEFA_V_RMA_BOUNDS, "RMA [0x%llx, +%zu) outside MR [0x%llx, +%zu) key 0x%llx",
+                static_cast<unsigned long long>(op->rma_addr), op->len, static_cast<unsigned long long>(mr->base),
+                mr->len, static_cast<unsigned long long>(mr->key));
+      what = "Remote address range is outside the registration";
+    } else if (!(mr->access & (op->kind == OpKind::kWrite ? FI_REMOTE_WRITE : FI_REMOTE_READ))) {
+      violation(MOCKEFA_V_RMA_ACCESS, "%s to MR key 0x%llx registered without %s",
+                op->kind == OpKind::kWrite ? "RMA write" : "RMA read", static_cast<unsigned long long>(mr->key),
+                op->kind == OpKind::kWrite ? "FI_REMOTE_WRITE" : "FI_REMOTE_READ");
+      what = "Registration lacks the remote access rights";
+    }
+    if (what) {
+      fail_initiator(op, kEfaRemoteBadAddress, what);
+      retire(op);
+      return false;
+    }
+  }
+  op->land_bytes = op->len;
+  setup_landing(op, op->kind == OpKind::kWrite ? tgt : op->init);
+  return true;
+}
+
+void arrive(Ep* x, Op* op) {
+  auto& posted = op->kind == OpKind::kTagged ? x->posted_tagged : x->posted_msg;
+  for (auto it = posted.begin(); it != posted.end(); ++it) {
+    if (!matches(*it, op)) continue;
+    op->recv = std::move(*it);
+    posted.erase(it);
+    start_msg_landing(x, op);
+    return;
+  }
+  g().counters.unexpected_msgs++;
+  if (op->len <= x->profile.eager_size) {
+    // Eager: the payload sits in the receiver's bounce buffer and the sender is done.
+    if (op->mr_lost || !segs_live(op->segs)) {
+      fail_initiator(op, kEfaBadLkey, "Send buffer's memory registration was closed");
+      retire(op);
+      return;
+    }
+    std::vector<uint8_t> copy(op->len);
+    std::vector<Seg> bounce{Seg{copy.data(), op->len, nullptr}};
+    copy_range(bounce, op->segs, 0, op->len);
+    op->own = std::move(copy);
+    op->segs = {Seg{op->own.data(), op->len, nullptr}};
+    finish_initiator(op);
+  }
+  // Rendezvous otherwise: the sender's op stays in flight until a receive matches.
+  if (op->on_wire) {
+    g().wire.erase(op->wire_it);
+    op->on_wire = false;
+  }
+  op->st = OpState::kWaitMatch;
+  (op->kind == OpKind::kTagged ? x->unexpected_tagged : x->unexpected_msg).push_back(op);
+}
+
+void step(Ep* x, Op* op, Sas& sas) {
+  Ep* tgt = enabled_ep(op->dst_addr);
+  if (op->init == x && op->st == OpState::kWire) {
+    if (op->fail_err) {
+      if (op->fail_unreachable) count_fault(MOCKEFA_F_UNREACHABLE);
+      fail_initiator(op, op->fail_prov,
+                     op->fail_unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
+                                          : "Injected error (MOCKEFA_ERROR_EVERY)");
+      retire(op);
+      return;
+    }
+    const bool closed = !tgt && g().closed_addrs.count(op->dst_addr);
+    const bool unreachable = x->unreachable || (!tgt && (closed || ++op->undelivered_polls >= x->profile.unreach_polls));
+    if (unreachable) {
+      if (op->kind == OpKind::kHandshake) x->peers[op->dst_addr] = HsState::kFailed;
+      if (!op->internal) {
+        if (x->unreachable) count_fault(MOCKEFA_F_UNREACHABLE);
+        if (closed && !x->unreachable)
+          fail_initiator(op, kEfaBadDestQpn, "Destination endpoint was closed");
+        else
+          fail_initiator(op, kEfaUnreach, x->unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
+                                                         : "Destination unreachable: no endpoint at that address");
+      }
+      retire(op);
+      return;
+    }
+  }
+  if (!tgt || op->fail_err) return;  // an op doomed at post time never reaches the target
+  const bool device_rma = is_rma(op) && op->init == x && !x->rma_emulated && !tgt->rma_emulated;
+  if (tgt != x && !device_rma) return;
+  if (op->st == OpState::kWire) {
+    // Time on the wire passes for every op; SAS then decides which message may arrive.
+    if (op->wire_delay) {
+      op->wire_delay--;
+      if (is_msg(op)) sas.block(op);
+      return;
+    }
+    if (is_msg(op) && op->ordered && (tgt->rx_msg_order & FI_ORDER_SAS) && !sas.allowed(op)) return;
+    if (op->needs_handshake) {
+      if (op->init && op->init->peers[op->dst_addr] == HsState::kRequested) return;
+      op->needs_handshake = false;
+    }
+    switch (op->kind) {
+      case OpKind::kHandshake: {
+        auto* reply = new Op();
+        reply->id = g().next_op_id++;
+        reply->kind = OpKind::kHandshakeReply;
+        reply->internal = true;
+        reply->want_completion = false;
+        reply->init = x;
+        reply->init_serial = x->serial;
+        reply->src_addr = x->addr;
+        reply->dst_addr = op->src_addr;
+        wire_push(reply);
+        op->init = nullptr;
+        retire(op);
+        return;
+      }
+      case OpKind::kHandshakeReply:
+        x->peers[op->src_addr] = HsState::kDone;
+        op->init = nullptr;
+        retire(op);
+        return;
+      case OpKind::kMsg:
+      case OpKind::kTagged:
+        arrive(x, op);
+        break;
+      case OpKind::kWrite:
+      case OpKind::kRead:
+        if (!rma_accept(op, tgt)) return;
+        break;
+    }
+  }
+  if (op->st != OpState::kLanding || !op->on_wire) return;
+  if (is_msg(op)) {
+    if (op->recv_ep == x) land_msg(x, op);
+  } else {
+    land_rma(op, tgt);
+  }
+}
+
+}  // namespace
+
+void wire_push(Op* op) {
+  g().wire.push_back(op);
+  op->wire_it = std::prev(g().wire.end());
+  op->on_wire = true;
+  if (op->st != OpState::kLanding) op->st = OpState::kWire;
+}
+
+void retire(Op* op) {
+  if (op->st == OpState::kRetired) return;
+  if (op->on_wire) {
+    g().wire.erase(op->wire_it);
+    op->on_wire = false;
+  }
+  op->st = OpState::kRetired;
+  g().graveyard.push_back(op);
+}
+
+void flush_graveyard() {
+  for (Op* op : g().graveyard) delete op;
+  g().graveyard.clear();
+}
+
+void fail_initiator(Op* op, int prov_errno, const char* why) {
+  Ep* ep = op->init;
+  if (!ep) return;
+  op->init = nullptr;
+  if (op->internal) return;
+  CqEntry e;
+  e.op_context = op->context;
+  e.flags = op->tx_flags;
+  e.len = op->len;
+  e.data = op->data;
+  e.tag = op->tag;
+  e.is_error = true;
+  e.err = efa_errno_to_err(prov_errno);
+  e.prov_errno = prov_errno;
+  e.err_data = err_text(why, ep->addr, &op->dst_addr);
+  e.ep_serial = ep->serial;
+  e.track_ctx = op->track_ctx;
+  complete_entry(ep, ep->tx_cq, std::move(e), true);
+  ep->tx_outstanding--;
+}
+
+void match_new_recv(Ep* ep, RecvReq&& r) {
+  auto& unexpected = r.tagged ? ep->unexpected_tagged : ep->unexpected_msg;
+  for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
+    Op* op = *it;
+    if (!matches(r, op)) continue;
+    unexpected.erase(it);
+    op->recv = std::move(r);
+    start_msg_landing(ep, op);
+    wire_push(op);  // lands during the receiver's next progress pass
+    return;
+  }
+  (r.tagged ? ep->posted_tagged : ep->posted_msg).push_back(std::move(r));
+}
+
+void progress_ep(Ep* x) {
+  PassGuard pass;
+  x->eagain_latched = false;
+  x->progress_passes++;
+  while (!x->failing_recvs.empty()) {
+    fail_recv(x, x->failing_recvs.front(), x->failing_recvs.front().fail_prov,
+              "Injected error (MOCKEFA_ERROR_EVERY)", nullptr);
+    x->failing_recvs.pop_front();
+  }
+  std::vector<Op*> snap(g().wire.begin(), g().wire.end());
+  Sas sas;
+  if (x->faults.wire_reorder && snap.size() > 1) {
+    sas.shuffled = true;
+    for (const Op* op : snap) {
+      if (!is_msg(op) || op->st != OpState::kWire) continue;
+      auto key = std::make_pair(op->init_serial, op->dst_addr);
+      auto it = sas.oldest.find(key);
+      if (it == sas.oldest.end() || op->id < it->second) sas.oldest[key] = op->id;
+    }
+    std::shuffle(snap.begin(), snap.end(), x->rng);
+    count_fault(MOCKEFA_F_WIRE_REORDER);
+  }
+  for (Op* op : snap) {
+    if (op->st == OpState::kRetired || !op->on_wire) continue;
+    step(x, op, sas);
+  }
+}
+
+void ep_teardown(Ep* ep) {
+  // Ops this endpoint started vanish without completions (its CQs may be closed next).
+  // Peers lose what was in flight to or from it, the way a destroyed QP looks to them.
+  for (Op* op : std::vector<Op*>(g().wire.begin(), g().wire.end())) {
+    if (op->st == OpState::kRetired) continue;
+    if (op->init == ep) {
+      if (op->st == OpState::kLanding && is_msg(op) && op->recv_ep && op->recv_ep != ep)
+        fail_recv(op->recv_ep, op->recv, kEfaRemoteAbort, "Sender endpoint closed mid-transfer", &op->src_addr);
+      if (!op->internal) ep->tx_outstanding--;
+      op->init = nullptr;
+      retire(op);
+      continue;
+    }
+    if (op->st != OpState::kLanding) continue;  // still on the wire: fails at its initiator
+    const bool into_ep = is_msg(op) ? op->recv_ep == ep : op->dst_addr == ep->addr;
+    if (!into_ep) continue;
+    fail_initiator(op, kEfaBadDestQpn, "Destination endpoint closed mid-transfer");
+    retire(op);
+  }
+  // Its rendezvous messages still waiting in other endpoints' unexpected queues go too.
+  for (auto& kv : g().eps_by_serial) {
+    if (kv.second == ep) continue;
+    for (auto* lst : {&kv.second->unexpected_msg, &kv.second->unexpected_tagged}) {
+      for (auto it = lst->begin(); it != lst->end();) {
+        Op* op = *it;
+        if (op->init != ep) {
+          ++it;
+          continue;
+        }
+        op->init = nullptr;
+        retire(op);
+        it = lst->erase(it);
+      }
+    }
+  }
+  for (auto* lst : {&ep->unexpected_msg, &ep->unexpected_tagged}) {
+    for (Op* op : *lst) {
+      if (op->init == ep) {
+        ep->tx_outstanding--;
+        op->init = nullptr;
+      }
+      fail_initiator(op, kEfaBadDestQpn, "Destination endpoint closed before the message was received");
+      retire(op);
+    }
+    lst->clear();
+  }
+  ep->posted_msg.clear();
+  ep->posted_tagged.clear();
+  ep->failing_recvs.clear();
+}
+
+}  // namespace mockefa
