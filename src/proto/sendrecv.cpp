@@ -29,6 +29,7 @@ Request* take_request(Comm& c, ReqType type, int n) {
   r->next_deferred = nullptr;
   for (int i = 0; i < n; ++i) {
     r->sizes[i] = 0;
+    r->mhs[i] = nullptr;
     r->ops[i].req = r;
     r->ops[i].index = static_cast<uint32_t>(i);
   }
@@ -56,6 +57,7 @@ Status post_recvs(Comm& c, Request* r) {
       r->n = r->posted;  // what was never posted will never complete
       return s;
     }
+    if (r->mhs[i] != nullptr) r->mhs[i]->uses.fetch_add(1, std::memory_order_relaxed);
     ++r->posted;
     ++r->in_flight;
   }
@@ -85,6 +87,7 @@ Status post_deferred(Comm& c) {
 void complete_op(OpCtx* op, size_t len) {
   Request* r = op->req;
   if (r->type == ReqType::kRecv || r->type == ReqType::kCtrlRecv) r->sizes[op->index] = len;
+  if (MemHandle* mh = r->mhs[op->index]) mh->uses.fetch_sub(1, std::memory_order_release);
   --r->in_flight;
   if (r->in_flight == 0 && r->posted == r->n) {
     if (r->state == ReqState::kPending) r->state = ReqState::kDone;
@@ -94,11 +97,6 @@ void complete_op(OpCtx* op, size_t len) {
 
 void fail_op(Comm& c, OpCtx* op, const CqError& err) {
   Request* r = op->req;
-  if (err.err == FI_ECANCELED) {  // we cancelled it (deregMr during teardown): not news
-    fail_request(r, Status::kInternalError);
-    complete_op(op, 0);
-    return;
-  }
   const Status s = status_for_cq_error(err.err);
   const char* hint = fi_error_hint(err.err);
   // One WARN per comm says what happened; a dead peer fails every request, the rest is INFO.
@@ -239,6 +237,10 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
   } else {
     void* desc = mh != nullptr ? mh->reg.desc : nullptr;
     rc = fi_tsend(c.ep->ep(), data, size, desc, c.peer, t, &r->ops[0]);
+    if (rc == 0 && mh != nullptr) {
+      r->mhs[0] = mh;
+      mh->uses.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   if (rc == 0) {
     r->posted = 1;
@@ -267,6 +269,7 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
     r->bufs[i] = data[i];
     r->caps[i] = sizes[i];
     r->descs[i] = mhs[i] != nullptr ? mhs[i]->reg.desc : nullptr;
+    r->mhs[i] = mhs[i];
     r->tags[i] = data_tag(tags[i]);
   }
   Status s = post_recvs(c, r);
@@ -325,32 +328,15 @@ Status sr_reg_mr(Comm& c, void* data, size_t size, MemHandle** out) {
   return Status::kOk;
 }
 
-namespace {
-
-bool ops_in_flight(Comm& c) {
-  bool any = false;
-  c.pool.for_each([&](Request* r) { any = any || r->in_flight > 0; });
-  return any;
-}
-
-}  // namespace
-
 Status sr_dereg_mr(Comm& c, MemHandle* mh) {
-  if (mh->reg.mr != nullptr && ops_in_flight(c)) {
-    // NCCL deregisters before it closes, also after an abort with receives still posted, and
-    // frees the memory next. Cancel what is posted; if the provider still holds operations after
-    // a bounded drain, the registration outlives them until the endpoint closes.
-    c.pool.for_each([&](Request* r) {
-      for (int i = 0; i < r->posted && r->in_flight > 0; ++i) fi_cancel(&c.ep->ep()->fid, &r->ops[i]);
-    });
-    for (int pass = 0; pass < 64 && ops_in_flight(c); ++pass)
-      if (!ok(comm_progress(c))) break;
-    if (ops_in_flight(c)) {
-      NF_INFO(kSubsysNet, "deregMr with operations in flight on the comm with %s: released when "
-              "the comm closes", c.peer_name.c_str());
-      c.retired_mrs.push_back(mh->reg);
-      mh->reg = MemReg();
-    }
+  if (mh->uses.load(std::memory_order_acquire) > 0) {
+    // NCCL deregisters before it closes, also after an abort with receives still posted into this
+    // memory. Closing the registration under them would let the NIC write into memory that is
+    // about to be freed: it goes when the comm's endpoint has gone.
+    NF_INFO(kSubsysNet, "deregMr of memory still used by %d operation(s) with %s: released when "
+            "the comm closes", mh->uses.load(std::memory_order_relaxed), c.peer_name.c_str());
+    c.retired_mrs.push_back(mh->reg);
+    mh->reg = MemReg();
   }
   deregister_memory(&mh->reg);
   mh->magic = 0;

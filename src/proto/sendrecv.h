@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ constexpr uint32_t kMrMagic = 0x524d4e46u;
 
 struct Request;
 struct Comm;
+struct MemHandle;
 
 // What the provider gets as the context of each operation: the fi_context2 it may use comes first,
 // then where the completion belongs.
@@ -51,6 +53,7 @@ struct Request {
   void* bufs[kMaxGroup];
   size_t caps[kMaxGroup];
   void* descs[kMaxGroup];
+  MemHandle* mhs[kMaxGroup];  // counted while an operation on them is in flight
   uint64_t tags[kMaxGroup];
   OpCtx ops[kMaxGroup];
 };
@@ -62,6 +65,9 @@ struct MemHandle {
   uint32_t magic;
   Comm* comm;
   MemReg reg;
+  // Operations posted on it and not completed. deregMr runs on NCCL's service thread while the
+  // progress thread posts and completes, so this is the one thing they share.
+  std::atomic<int> uses{0};
 };
 
 struct Comm {
@@ -82,7 +88,7 @@ struct Comm {
   Status failed = Status::kOk;  // sticky: the endpoint itself failed
   int errors_logged = 0;        // the first failure of a comm is a WARN, later ones INFO
   // Registrations NCCL released while operations still used them (teardown after an abort):
-  // closed only once the endpoint is, so the NIC never writes into memory being freed.
+  // closed only after the endpoint, which drops those operations first. Service thread only.
   std::vector<MemReg> retired_mrs;
 
   // Handshake state (connect and accept), and the registered buffer its messages live in.

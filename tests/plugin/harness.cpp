@@ -46,6 +46,13 @@ const std::vector<std::string>& real_providers() {
   return p;
 }
 
+PairOptions mock_options() {
+  PairOptions opt;
+  opt.provider = "mockefa";
+  opt.env = {{"FI_PROVIDER", "mockefa"}};
+  return opt;
+}
+
 std::string plugin_path() {
   const char* p = getenv("NF_PLUGIN_LIB");
   return p != nullptr ? p : ".libs/libnccl-net-fabric.so";
@@ -181,39 +188,34 @@ int close_side(Side& s) {
   return 0;
 }
 
+
+// One side's whole life in a child: set up, connect, run, close, leave.
+[[noreturn]] void run_side(const PairOptions& opt, const std::function<int(Side&)>& body, int rank,
+                           nfc::Oob oob) {
+  Side s;
+  s.rank = rank;
+  s.oob = std::move(oob);
+  int rc = child_setup(opt, &s.plugin);
+  if (rc == 0) rc = connect_side(opt, s);
+  if (rc == 0) rc = body(s);
+  if (rc == 0) rc = close_side(s);
+  fflush(nullptr);
+  _exit(child_exit_code(rc));
+}
+
 }  // namespace
 
 bool run_pair(const PairOptions& opt, const std::function<int(Side&)>& body, std::string* log) {
   nfc::Oob a, b;
-  // One socketpair joins the two children; the parent keeps neither end.
-  int sv_pid = nfc::socketpair_fork(&a, &b);
-  if (sv_pid == 0) {
-    // Child "rank 1" holds b; it forks nothing more.
-    Side s;
-    s.rank = 1;
-    s.oob = std::move(b);
-    int rc = child_setup(opt, &s.plugin);
-    if (rc == 0) rc = connect_side(opt, s);
-    if (rc == 0) rc = body(s);
-    if (rc == 0) rc = close_side(s);
-    fflush(nullptr);
-    _exit(child_exit_code(rc));
-  }
-  int pid0 = fork();
-  if (pid0 == 0) {
-    Side s;
-    s.rank = 0;
-    s.oob = std::move(a);
-    int rc = child_setup(opt, &s.plugin);
-    if (rc == 0) rc = connect_side(opt, s);
-    if (rc == 0) rc = body(s);
-    if (rc == 0) rc = close_side(s);
-    fflush(nullptr);
-    _exit(child_exit_code(rc));
-  }
-  a = nfc::Oob();  // the parent closes its copies: a dead child then ends the other's waits
-  int rc0 = pid0 > 0 ? nfc::wait_child(pid0, kTimeoutMs * 2) : -1;
-  int rc1 = sv_pid > 0 ? nfc::wait_child(sv_pid, kTimeoutMs * 2) : -1;
+  // One socketpair joins the two children (rank 1 gets b at the fork, rank 0 a at the next).
+  const int pid1 = nfc::socketpair_fork(&a, &b);
+  if (pid1 == 0) run_side(opt, body, 1, std::move(b));
+  fflush(nullptr);
+  const int pid0 = fork();
+  if (pid0 == 0) run_side(opt, body, 0, std::move(a));
+  a = nfc::Oob();  // the parent closes its copy: a dead child then ends the other's waits
+  const int rc0 = pid0 > 0 ? nfc::wait_child(pid0, kTimeoutMs * 2) : -1;
+  const int rc1 = pid1 > 0 ? nfc::wait_child(pid1, kTimeoutMs * 2) : -1;
   if (rc0 != 0 || rc1 != 0) {
     *log = "provider '" + opt.provider + "' abi v" + std::to_string(opt.abi_version) +
            ": rank 0 exit " + std::to_string(rc0) + ", rank 1 exit " + std::to_string(rc1);

@@ -46,6 +46,10 @@ struct PairOptions {
 // The providers the two-process tests run on.
 const std::vector<std::string>& real_providers();
 
+// Options that select the mock EFA provider (single-process tests only: it does not cross
+// processes).
+PairOptions mock_options();
+
 std::string plugin_path();
 
 // Loads and inits the plugin in this (child) process with `opt`'s environment.

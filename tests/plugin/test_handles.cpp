@@ -183,18 +183,26 @@ int close_in_flight_body(Side& s) {
 }  // namespace
 
 TEST_CASE("malformed, truncated and forged handles are refused without a crash or a hang", "[plugin][handles]") {
-  PairOptions opt;
-  opt.provider = "tcp;ofi_rxm";
-  std::string log;
-  CHECK(run_single(opt, bad_handles_body, &log));
+  PairOptions tcp;
+  tcp.provider = "tcp;ofi_rxm";
+  for (const PairOptions& opt : {tcp, mock_options()}) {
+    std::string log;
+    INFO("provider " << opt.provider);
+    CHECK(run_single(opt, bad_handles_body, &log));
+  }
 }
 
 TEST_CASE("misuse of comms and requests is an error, not a crash", "[plugin][handles]") {
+  std::vector<PairOptions> opts;
   for (const std::string& prov : real_providers()) {
     PairOptions opt;
     opt.provider = prov;
+    opts.push_back(opt);
+  }
+  opts.push_back(mock_options());
+  for (const PairOptions& opt : opts) {
     std::string log;
-    INFO("provider " << prov);
+    INFO("provider " << opt.provider);
     CHECK(run_single(opt, misuse_body, &log));
   }
 }

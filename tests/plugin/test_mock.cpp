@@ -164,6 +164,87 @@ int window_workload(Pair& x, bool errors_expected, int* errors_seen) {
   return 0;
 }
 
+// Three connections at once, interleaved; a message larger than its receive; receives left
+// posted at close. The mock's checker watches all of it.
+int more_workload(nfc::NetPlugin& p, mockefa_api& api) {
+  const int kComms = 3;
+  void* sc[kComms];
+  void* rc[kComms];
+  std::string err;
+  for (int i = 0; i < kComms; ++i)
+    CHILD_CHECK(nfc::connect_pair(p, 0, &sc[i], &rc[i], kTimeoutMs, &err), "%s", err.c_str());
+  const size_t kSize = 12345;
+  std::vector<unsigned char> sbuf(kComms * kSize), rbuf(kComms * kSize + 4096, 0);
+  void* smh[kComms];
+  void* rmh[kComms];
+  for (int i = 0; i < kComms; ++i) {
+    CHILD_CHECK(p.reg_mr(sc[i], sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh[i]) == ncclSuccess, "regMr");
+    CHILD_CHECK(p.reg_mr(rc[i], rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh[i]) == ncclSuccess, "regMr");
+  }
+  for (int round = 0; round < 4; ++round) {
+    std::vector<void*> reqs;
+    for (int i = 0; i < kComms; ++i) {
+      void* d[1] = {rbuf.data() + i * kSize};
+      size_t c[1] = {kSize};
+      int t[1] = {i};
+      void* m[1] = {rmh[i]};
+      void* r = nullptr;
+      CHILD_CHECK(post_recv(p, rc[i], 1, d, c, t, m, &r) == 0, "irecv");
+      reqs.push_back(r);
+    }
+    for (int i = kComms - 1; i >= 0; --i) {
+      fill(sbuf.data() + i * kSize, kSize, i, round);
+      void* r = nullptr;
+      CHILD_CHECK(post_send(p, sc[i], sbuf.data() + i * kSize, kSize, i, smh[i], &r) == 0, "isend");
+      reqs.push_back(r);
+    }
+    std::vector<int> got;
+    CHILD_CHECK(wait_all(p, reqs, &got) == 0, "round %d", round);
+    for (int i = 0; i < kComms; ++i)
+      CHILD_CHECK(verify(rbuf.data() + i * kSize, kSize, i, round) == SIZE_MAX, "comm %d round %d", i, round);
+  }
+  // Truncation: 4096 bytes into a 100-byte receive fails at the receiver, nothing past it written.
+  memset(rbuf.data(), 0, rbuf.size());
+  {
+    void* d[1] = {rbuf.data()};
+    size_t c[1] = {100};
+    int t[1] = {9};
+    void* m[1] = {rmh[0]};
+    void* rr = nullptr;
+    void* sr = nullptr;
+    CHILD_CHECK(post_recv(p, rc[0], 1, d, c, t, m, &rr) == 0, "irecv");
+    CHILD_CHECK(post_send(p, sc[0], sbuf.data(), 4096, 9, smh[0], &sr) == 0, "isend");
+    int r = wait_request(p, rr, nullptr, 10000);
+    CHILD_CHECK(r != 0 && r != -1, "truncation gave %d", r);
+    for (size_t i = 100; i < rbuf.size(); ++i) CHILD_CHECK(rbuf[i] == 0, "byte %zu written", i);
+    wait_request(p, sr, nullptr, 2000);  // the sender may hear of it or not
+  }
+  // Receives still posted when the comms close.
+  for (int i = 0; i < kComms; ++i) {
+    void* d[1] = {rbuf.data()};
+    size_t c[1] = {64};
+    int t[1] = {77};
+    void* m[1] = {rmh[i]};
+    void* r = nullptr;
+    CHILD_CHECK(post_recv(p, rc[i], 1, d, c, t, m, &r) == 0, "irecv");
+  }
+  for (int i = 0; i < kComms; ++i) {
+    CHILD_CHECK(p.dereg_mr(sc[i], smh[i]) == ncclSuccess, "deregMr");
+    CHILD_CHECK(p.dereg_mr(rc[i], rmh[i]) == ncclSuccess, "deregMr with a receive posted");
+    CHILD_CHECK(p.close_send(sc[i]) == ncclSuccess, "closeSend");
+    CHILD_CHECK(p.close_recv(rc[i]) == ncclSuccess, "closeRecv");
+  }
+  mockefa_counters c;
+  api.get_counters(&c);
+  char last[512] = "";
+  api.last_violation(last, sizeof(last));
+  CHILD_CHECK(c.violations_total == 0, "%llu violations; last: %s",
+              static_cast<unsigned long long>(c.violations_total), last);
+  CHILD_CHECK(c.open_eps == 0 && c.open_mrs == 0, "left open: %llu endpoints, %llu registrations",
+              static_cast<unsigned long long>(c.open_eps), static_cast<unsigned long long>(c.open_mrs));
+  return 0;
+}
+
 enum class Expect { kClean, kErrorsReachCaller, kViolations };
 
 struct Scenario {
@@ -264,6 +345,42 @@ TEST_CASE("injected EAGAIN, delays and reordering are absorbed with every byte r
 TEST_CASE("injected errors and an unreachable peer reach test() as errors", "[plugin][mock]") {
   check_scenario({"error every 7th op", {}, true, 7, MOCKEFA_NEVER, Expect::kErrorsReachCaller});
   check_scenario({"peer unreachable", {}, true, 0, 4, Expect::kErrorsReachCaller});
+}
+
+TEST_CASE("several comms, truncation and close with receives posted, on the mock", "[plugin][mock]") {
+  std::string log;
+  CHECK(run_single(mock_options(), [](nfc::NetPlugin& p) {
+    mockefa_api api;
+    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock not loaded");
+    api.reset_counters();
+    int rc = more_workload(p, api);
+    dlclose(api.handle);
+    return rc;
+  }, &log));
+}
+
+TEST_CASE("every ABI version moves data on the mock", "[plugin][mock][abi]") {
+  for (int v = 6; v <= 11; ++v) {
+    PairOptions opt = mock_options();
+    opt.abi_version = v;
+    std::string log;
+    INFO("ABI v" << v);
+    CHECK(run_single(opt, [](nfc::NetPlugin& p) {
+      mockefa_api api;
+      CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock not loaded");
+      Pair x{p, nullptr, nullptr};
+      std::string err;
+      CHILD_CHECK(nfc::connect_pair(p, 0, &x.sc, &x.rc, kTimeoutMs, &err), "%s", err.c_str());
+      int errors = 0;
+      CHILD_CHECK(window_workload(x, false, &errors) == 0, "window");
+      mockefa_counters c;
+      api.get_counters(&c);
+      CHILD_CHECK(c.violations_total == 0, "%llu violations", static_cast<unsigned long long>(c.violations_total));
+      CHILD_CHECK(p.close_send(x.sc) == ncclSuccess && p.close_recv(x.rc) == ncclSuccess, "close");
+      dlclose(api.handle);
+      return 0;
+    }, &log));
+  }
 }
 
 TEST_CASE("the mock's checker catches a plugin that breaks FI_MR_LOCAL", "[plugin][mock]") {
