@@ -29,6 +29,25 @@ std::string real_path(const std::string& p) {
   return buf;
 }
 
+// "0000:00:03.0": a PCI function's name in sysfs.
+bool is_pci_function(const std::string& name) {
+  unsigned d, b, s, f;
+  char tail;
+  return name.size() == 12 && sscanf(name.c_str(), "%4x:%2x:%2x.%1x%c", &d, &b, &s, &f, &tail) == 4;
+}
+
+// NCCL measures GPU-NIC distance from the PCI function's path; a virtio or auxiliary device
+// below it (".../0000:00:03.0/virtio2") is cut back to it.
+std::string pci_function_path(std::string p) {
+  while (!p.empty()) {
+    const size_t slash = p.rfind('/');
+    if (slash == std::string::npos) return "";
+    if (is_pci_function(p.substr(slash + 1))) return p;
+    p.resize(slash);
+  }
+  return "";
+}
+
 // The NIC's PCI function in sysfs: from the provider's bus attributes where it gives them, else
 // from the domain name (network interfaces, RDMA devices).
 std::string find_pci_path(const fi_info* info) {
@@ -38,18 +57,19 @@ std::string find_pci_path(const fi_info* info) {
     char p[128];
     snprintf(p, sizeof(p), "/sys/bus/pci/devices/%04x:%02x:%02x.%x", pci.domain_id, pci.bus_id,
              pci.device_id, pci.function_id);
-    std::string r = real_path(p);
+    std::string r = pci_function_path(real_path(p));
     if (!r.empty()) return r;
   }
   const char* dn = info->domain_attr != nullptr ? info->domain_attr->name : nullptr;
   if (dn == nullptr) return "";
   std::string name = dn;
-  std::string r = real_path("/sys/class/net/" + name + "/device");
+  std::string r = pci_function_path(real_path("/sys/class/net/" + name + "/device"));
   if (!r.empty()) return r;
   for (const char* suffix : {"-rdm", "-dgrm"}) {
     size_t n = strlen(suffix);
     if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) {
-      r = real_path("/sys/class/infiniband/" + name.substr(0, name.size() - n) + "/device");
+      r = pci_function_path(
+          real_path("/sys/class/infiniband/" + name.substr(0, name.size() - n) + "/device"));
       if (!r.empty()) return r;
     }
   }

@@ -72,7 +72,10 @@ size_t verify(const void* buf, size_t n, int rank, int msg) {
 
 int child_setup(const PairOptions& opt, nfc::NetPlugin* p) {
   if (!opt.provider.empty()) setenv("NCCL_FABRIC_PROVIDER", opt.provider.c_str(), 1);
-  for (const auto& kv : opt.env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
+  for (const auto& kv : opt.env) {
+    if (kv.second.empty()) unsetenv(kv.first.c_str());  // "" means: not set at all
+    else setenv(kv.first.c_str(), kv.second.c_str(), 1);
+  }
   std::string err;
   CHILD_CHECK(p->load(plugin_path(), opt.abi_version, &err), "%s", err.c_str());
   CHILD_CHECK(p->init() == ncclSuccess, "init failed on provider '%s'", opt.provider.c_str());

@@ -40,7 +40,7 @@ struct PairOptions {
   std::string provider;    // NCCL_FABRIC_PROVIDER
   int abi_version = 0;     // 0 = newest
   int comms = 1;           // connections each way
-  std::vector<std::pair<std::string, std::string>> env;  // extra environment for both sides
+  std::vector<std::pair<std::string, std::string>> env;  // extra environment ("" = unset it)
 };
 
 // The providers the two-process tests run on.

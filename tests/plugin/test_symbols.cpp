@@ -82,3 +82,24 @@ TEST_CASE("getProperties reports honest, NCCL-valid values", "[plugin][props]") 
     return 0;
   }, &log));
 }
+
+TEST_CASE("with no provider named, init picks one from the preference list and skips loopback", "[plugin][props]") {
+  PairOptions opt;  // provider left empty: NCCL_FABRIC_PROVIDER unset
+  opt.env = {{"FI_TCP_IFACE", ""}};
+  std::string log;
+  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
+    int n = 0;
+    CHILD_CHECK(p.devices(&n) == ncclSuccess && n >= 1, "devices");
+    for (int d = 0; d < n; ++d) {
+      nfc::NetProps props;
+      CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "getProperties");
+      CHILD_CHECK(props.name != "lo" || n == 1, "loopback listed beside %d other device(s)", n - 1);
+      if (!props.pci_path.empty()) {
+        const std::string last = props.pci_path.substr(props.pci_path.rfind('/') + 1);
+        CHILD_CHECK(last.size() == 12 && last[4] == ':' && last[7] == ':' && last[10] == '.',
+                    "pciPath %s does not end at a PCI function", props.pci_path.c_str());
+      }
+    }
+    return 0;
+  }, &log));
+}
