@@ -1,0 +1,111 @@
+// The transport over raw libfabric: the plugin's transfers without the plugin. One RDM endpoint
+// per comm; a grouped receive is n tagged receives with the group's n tags.
+#include "perf/xport.h"
+
+namespace nfp {
+
+RawXport::RawXport(int rank, int comms, int slots, int group)
+    : my_tag_(static_cast<uint64_t>(rank) << 32),
+      peer_tag_(static_cast<uint64_t>(1 - rank) << 32),
+      group_(group),
+      slots_(static_cast<size_t>(slots)),
+      ops_(new nfc::RawOp[static_cast<size_t>(slots) * static_cast<size_t>(group)]) {
+  for (int c = 0; c < comms; ++c) fabs_.emplace_back(new nfc::RawFabric());
+}
+
+void RawXport::open(nfc::RawConfig cfg, Chan& chan, std::string* note) {
+  // Every endpoint opens before any address travels: a rank that fails here tells the other at
+  // the barrier, rather than in the middle of the unframed address exchange.
+  for (auto& f : fabs_) {
+    std::string err;
+    if (f->open(cfg, &err)) continue;
+    if (cfg.domain.empty()) fail("raw libfabric: " + err);
+    const std::string wanted = cfg.domain;
+    cfg.domain.clear();
+    std::string err2;
+    if (!f->open(cfg, &err2)) fail("raw libfabric: " + err);
+    *note = "the plugin's device \"" + wanted + "\" is no domain of provider '" + cfg.provider +
+            "'; raw runs on its domain \"" + f->domain_name() + "\"";
+  }
+  chan.sync("raw libfabric setup");
+  for (auto& f : fabs_) {
+    std::string err;
+    if (!f->connect_peer(chan.oob(), chan.timeout_ms(), &err)) peer_fail("raw libfabric: " + err);
+  }
+  chan.sync("raw libfabric address exchange");
+}
+
+void RawXport::reg(char* sbuf, char* rbuf, size_t len) {
+  smr_.clear();
+  rmr_.clear();
+  for (auto& f : fabs_) {
+    std::string err;
+    const nfc::RawMr* s = f->reg(sbuf, len, &err);
+    if (s == nullptr) fail("raw libfabric: " + err);
+    const nfc::RawMr* r = f->reg(rbuf, len, &err);
+    if (r == nullptr) fail("raw libfabric: " + err);
+    smr_.push_back(s);
+    rmr_.push_back(r);
+  }
+}
+
+Xport::Post RawXport::check(nfc::RawFabric::Post p) {
+  if (p == nfc::RawFabric::Post::kError) fail("raw libfabric: " + err_);
+  return p == nfc::RawFabric::Post::kPosted ? Post::kPosted : Post::kRetry;
+}
+
+Xport::Post RawXport::post_send(int slot, int comm, char* buf, size_t len, int n) {
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (s.parts == 0) {
+    s.comm = comm;
+    s.n = n;
+  }
+  nfc::RawFabric& f = *fabs_[static_cast<size_t>(comm)];
+  nfc::RawOp* ops = &ops_[static_cast<size_t>(slot) * static_cast<size_t>(group_)];
+  while (s.parts < n) {
+    const Post p = check(f.send(buf + static_cast<size_t>(s.parts) * len, len,
+                                smr_[static_cast<size_t>(comm)],
+                                my_tag_ + static_cast<uint64_t>(s.parts), &ops[s.parts], &err_));
+    if (p == Post::kRetry) return p;
+    ++s.parts;
+  }
+  return Post::kPosted;
+}
+
+Xport::Post RawXport::post_recv(int slot, int comm, char* buf, size_t cap, int n) {
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (s.parts == 0) {
+    s.comm = comm;
+    s.n = n;
+  }
+  nfc::RawFabric& f = *fabs_[static_cast<size_t>(comm)];
+  nfc::RawOp* ops = &ops_[static_cast<size_t>(slot) * static_cast<size_t>(group_)];
+  while (s.parts < n) {
+    const Post p = check(f.recv(buf + static_cast<size_t>(s.parts) * cap, cap,
+                                rmr_[static_cast<size_t>(comm)],
+                                peer_tag_ + static_cast<uint64_t>(s.parts), &ops[s.parts], &err_));
+    if (p == Post::kRetry) return p;
+    ++s.parts;
+  }
+  return Post::kPosted;
+}
+
+bool RawXport::poll(int slot, size_t* lens) {
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  nfc::RawFabric& f = *fabs_[static_cast<size_t>(s.comm)];
+  nfc::RawOp* ops = &ops_[static_cast<size_t>(slot) * static_cast<size_t>(group_)];
+  bool progressed = false;
+  for (int i = 0; i < s.n; ++i) {
+    if (!ops[i].done) {
+      if (!progressed && !f.progress(&err_)) fail("raw libfabric: " + err_);
+      progressed = true;
+      if (!ops[i].done) return false;
+    }
+    if (ops[i].err != 0) fail("raw libfabric: " + f.op_error());
+  }
+  for (int i = 0; i < s.n; ++i) lens[i] = ops[i].len;
+  s.parts = 0;
+  return true;
+}
+
+}  // namespace nfp
