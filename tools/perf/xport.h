@@ -85,6 +85,7 @@ class RawXport : public Xport {
     int comm = 0, n = 0, parts = 0;
   };
   Post check(nfc::RawFabric::Post p);
+  Post post(bool send, int slot, int comm, char* buf, size_t len, int n);
 
   uint64_t my_tag_, peer_tag_;
   int group_;

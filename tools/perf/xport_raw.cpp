@@ -54,7 +54,8 @@ Xport::Post RawXport::check(nfc::RawFabric::Post p) {
   return p == nfc::RawFabric::Post::kPosted ? Post::kPosted : Post::kRetry;
 }
 
-Xport::Post RawXport::post_send(int slot, int comm, char* buf, size_t len, int n) {
+// Sends and receives post alike: n parts of one slot, resumed where -FI_EAGAIN stopped them.
+Xport::Post RawXport::post(bool send, int slot, int comm, char* buf, size_t len, int n) {
   Slot& s = slots_[static_cast<size_t>(slot)];
   if (s.parts == 0) {
     s.comm = comm;
@@ -63,31 +64,25 @@ Xport::Post RawXport::post_send(int slot, int comm, char* buf, size_t len, int n
   nfc::RawFabric& f = *fabs_[static_cast<size_t>(comm)];
   nfc::RawOp* ops = &ops_[static_cast<size_t>(slot) * static_cast<size_t>(group_)];
   while (s.parts < n) {
-    const Post p = check(f.send(buf + static_cast<size_t>(s.parts) * len, len,
-                                smr_[static_cast<size_t>(comm)],
-                                my_tag_ + static_cast<uint64_t>(s.parts), &ops[s.parts], &err_));
+    char* part = buf + static_cast<size_t>(s.parts) * len;
+    const size_t c = static_cast<size_t>(comm);
+    const Post p =
+        send ? check(f.send(part, len, smr_[c], my_tag_ + static_cast<uint64_t>(s.parts),
+                            &ops[s.parts], &err_))
+             : check(f.recv(part, len, rmr_[c], peer_tag_ + static_cast<uint64_t>(s.parts),
+                            &ops[s.parts], &err_));
     if (p == Post::kRetry) return p;
     ++s.parts;
   }
   return Post::kPosted;
 }
 
+Xport::Post RawXport::post_send(int slot, int comm, char* buf, size_t len, int n) {
+  return post(true, slot, comm, buf, len, n);
+}
+
 Xport::Post RawXport::post_recv(int slot, int comm, char* buf, size_t cap, int n) {
-  Slot& s = slots_[static_cast<size_t>(slot)];
-  if (s.parts == 0) {
-    s.comm = comm;
-    s.n = n;
-  }
-  nfc::RawFabric& f = *fabs_[static_cast<size_t>(comm)];
-  nfc::RawOp* ops = &ops_[static_cast<size_t>(slot) * static_cast<size_t>(group_)];
-  while (s.parts < n) {
-    const Post p = check(f.recv(buf + static_cast<size_t>(s.parts) * cap, cap,
-                                rmr_[static_cast<size_t>(comm)],
-                                peer_tag_ + static_cast<uint64_t>(s.parts), &ops[s.parts], &err_));
-    if (p == Post::kRetry) return p;
-    ++s.parts;
-  }
-  return Post::kPosted;
+  return post(false, slot, comm, buf, cap, n);
 }
 
 bool RawXport::poll(int slot, size_t* lens) {
