@@ -387,3 +387,31 @@ TEST_CASE("the mock's checker catches a plugin that breaks FI_MR_LOCAL", "[plugi
   check_scenario({"descriptors dropped on purpose", {{"NCCL_FABRIC_TEST_DROP_DESC", "1"}}, false, 0,
                   MOCKEFA_NEVER, Expect::kViolations});
 }
+
+TEST_CASE("each mock NIC is its own NCCL device with a unique name, and each carries traffic", "[plugin][mock]") {
+  PairOptions opt = mock_options();
+  opt.env.push_back({"MOCKEFA_NDOMAINS", "4"});
+  std::string log;
+  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
+    int n = 0;
+    CHILD_CHECK(p.devices(&n) == ncclSuccess && n == 4, "%d devices for 4 mock NICs", n);
+    std::vector<std::string> names;
+    for (int d = 0; d < n; ++d) {
+      nfc::NetProps props;
+      CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "getProperties(%d)", d);
+      for (const std::string& other : names)
+        CHILD_CHECK(other != props.name, "device name %s repeats", props.name.c_str());
+      names.push_back(props.name);
+      CHILD_CHECK(props.speed == 100000, "device %d speed %d Mb/s, the mock says 100 Gb/s", d, props.speed);
+      void* sc = nullptr;
+      void* rc = nullptr;
+      std::string err;
+      CHILD_CHECK(nfc::connect_pair(p, d, &sc, &rc, kTimeoutMs, &err), "device %d: %s", d, err.c_str());
+      Pair x{p, sc, rc};
+      int errors = 0;
+      CHILD_CHECK(window_workload(x, false, &errors) == 0, "traffic on device %d", d);
+      CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+    }
+    return 0;
+  }, &log));
+}
