@@ -1,6 +1,8 @@
 // Tests of the mock EFA provider: fault injection, fi_close with ops in flight, several NICs,
 // size limits and endpoint options.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "test_mockprov_util.h"
@@ -466,26 +468,32 @@ TEST_CASE("threads: two threads drive the two sides (FI_THREAD_SAFE)", "[mockpro
   constexpr size_t kLen = 2048;
   std::vector<uint8_t> src = pattern(kLen * kN, 4), dst(kLen * kN, 0);
   Mr sm(p.a.domain, src.data(), src.size()), dm(p.b.domain, dst.data(), dst.size());
+  // Bounded by time, not by a count of spins: on a loaded machine one thread may not run at all
+  // while the other spins, and the mock moves data only while both sides poll.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto in_time = [&] { return std::chrono::steady_clock::now() < deadline; };
   int sent_done = 0, recv_done = 0;
   std::thread receiver([&] {
     int posted = 0;
-    for (int i = 0; i < 100000 && recv_done < kN; ++i) {
+    while (recv_done < kN && in_time()) {
       if (posted < kN && fi_trecv(p.b.ep, dst.data() + posted * kLen, kLen, dm.desc(), FI_ADDR_UNSPEC,
                                   static_cast<uint64_t>(posted), 0, nullptr) == 0)
         ++posted;
       fi_cq_tagged_entry e[8];
       ssize_t r = fi_cq_read(p.b.rx, e, 8);
       if (r > 0) recv_done += static_cast<int>(r);
+      else std::this_thread::yield();
     }
   });
   int posted = 0;
-  for (int i = 0; i < 100000 && sent_done < kN; ++i) {
+  while (sent_done < kN && in_time()) {
     if (posted < kN && fi_tsend(p.a.ep, src.data() + posted * kLen, kLen, sm.desc(), p.a2b,
                                 static_cast<uint64_t>(posted), nullptr) == 0)
       ++posted;
     fi_cq_tagged_entry e[8];
     ssize_t r = fi_cq_read(p.a.tx, e, 8);
     if (r > 0) sent_done += static_cast<int>(r);
+    else std::this_thread::yield();
   }
   receiver.join();
   CHECK(sent_done == kN);
