@@ -2,9 +2,10 @@
 // bidirectional bandwidth, several comms, grouped receives, size sweeps), measured next to raw
 // libfabric doing the same transfers on the same provider, so the plugin's overhead shows as a
 // ratio. It forks two processes on this host (rank 0 = parent, rank 1 = child) joined by a
-// socketpair, or runs one side of a two-host test (--listen / --peer) over a TCP socket.
+// socketpair, or runs one side of a two-host test (--listen / --peer) over a TCP socket, or, built
+// with MPI and started by mpirun, one of two MPI ranks with the channel over MPI.
 //
-// This file: the two ways of starting the pair and reporting one line on failure. The rest is
+// This file: the three ways of starting the pair and reporting one line on failure. The rest is
 // under perf/ (see perf/perf.h).
 #include <cerrno>
 #include <csignal>
@@ -19,6 +20,7 @@
 #include "client/oob.h"
 #include "perf/bench.h"
 #include "perf/channel.h"
+#include "perf/channel_mpi.h"
 #include "perf/perf.h"
 
 namespace {
@@ -146,6 +148,64 @@ int run_two_host(nfp::Options& o) {
   return plot_after(o, results);
 }
 
+// One of the two ranks of an MPI job (mpirun -np 2): no fork, the channel over MPI, rank 0
+// prints. MPI_Finalize only on success (it waits for the other rank); on failure the rank prints
+// and exits with status 1, and the launcher ends the other one.
+int run_mpi(nfp::Options& o) {
+  int rank = -1, size = 0;
+  std::string err;
+  if (!nfp::mpi_init(&rank, &size, &err)) {
+    fprintf(stderr, "%s: MPI (%s): %s\n", kProg, o.mpi_launcher.c_str(), err.c_str());
+    return kExitFail;
+  }
+  if (size != 2) {
+    if (rank == 0)
+      fprintf(stderr,
+              "%s: under MPI it runs as exactly 2 ranks, one per side of the test; this job has "
+              "%d (%s). Start it with mpirun -np 2 (or srun -n 2)\n",
+              kProg, size, o.mpi_launcher.c_str());
+    fflush(stderr);
+    nfp::mpi_finalize();
+    return nfp::kExitUsage;
+  }
+  int rc = kExitOk;
+  {
+    nfp::Chan chan(nfp::mpi_link(1 - rank), rank, o.timeout_ms());
+    std::vector<nfp::Result> results;
+    try {
+      nfp::run_rank(rank, 0, chan, &o, &results);
+    } catch (const Failure& f) {
+      std::string remote = f.remote;
+      if (f.peer && remote.empty()) remote = chan.take_error(500);
+      if (rank == 0) {
+        // Printed first: once rank 0 exits, the launcher may end rank 1 at any moment.
+        fprintf(stderr, "%s: rank 0: %s%s\n", kProg, f.what(),
+                remote.empty() ? "" : (": " + remote).c_str());
+        fflush(stderr);
+        if (!f.peer) chan.send_error(f.what());
+      } else if (f.peer) {
+        if (remote.empty()) fprintf(stderr, "%s: rank 1: %s\n", kProg, f.what());
+        // else it is rank 0's own failure, which rank 0 printed
+      } else if (!chan.send_error(f.what()) || chan.take_error(5000).empty()) {
+        // Rank 0 has it and prints it, then exits, which ends this rank; if it has not within
+        // 5 s, this rank says it itself.
+        fprintf(stderr, "%s: rank 1: %s\n", kProg, f.what());
+      }
+      return kExitFail;
+    } catch (const std::exception& e) {
+      fprintf(stderr, "%s: rank %d: unexpected failure: %s\n", kProg, rank, e.what());
+      fflush(stderr);
+      chan.send_error(std::string("rank ") + std::to_string(rank) +
+                      " failed: unexpected failure: " + e.what());
+      return kExitFail;
+    }
+    if (rank == 0) rc = plot_after(o, results);
+  }
+  fflush(nullptr);
+  nfp::mpi_finalize();
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,5 +238,6 @@ int main(int argc, char** argv) {
   }
   // Our plugin reads its provider from the environment; a forked child inherits it.
   setenv("NCCL_FABRIC_PROVIDER", o.provider.c_str(), 1);
+  if (o.mpi) return run_mpi(o);
   return o.two_host() ? run_two_host(o) : run_forked(o);
 }

@@ -430,6 +430,7 @@ void run_rank(int rank, pid_t peer, Chan& chan, Options* op, std::vector<Result>
     const std::string ans = chan.recv('A', "handshake");
     info.host[1] = field(ans, "host");
     info.pid[1] = atoi(field(ans, "pid").c_str());
+    if (op->mpi) info.two_host = info.host[1] != info.host[0];  // where the launcher put them
   } else {
     std::string err;
     if (!adopt_plan(chan.recv('P', "handshake"), op, &err)) fail(err);

@@ -27,6 +27,7 @@ std::string type_text(char t) {
     case 'P': return "the test plan";
     case 'A': return "the answer to the plan";
     case 'H': return "the plugin's handles";
+    case 'N': return "a raw endpoint name";
     case 'B': return "a barrier";
     case 'R': return "a measurement";
     case 'E': return "an error";
@@ -48,6 +49,29 @@ void set_activity(const std::string& what) {
 // Chan
 // ------------------------------------------------------------------------------------------------
 
+namespace {
+
+class OobLink : public Link {
+ public:
+  explicit OobLink(nfc::Oob oob) : oob_(std::move(oob)) {}
+  bool send(const void* buf, size_t len, int timeout_ms) override {
+    return oob_.send(buf, len, timeout_ms);
+  }
+  bool recv(void* buf, size_t len, int timeout_ms) override {
+    return oob_.recv(buf, len, timeout_ms);
+  }
+  nfc::Oob* oob() override { return &oob_; }
+
+ private:
+  nfc::Oob oob_;
+};
+
+}  // namespace
+
+Chan::Chan(nfc::Oob oob, int rank, int timeout_ms) : rank_(rank), timeout_ms_(timeout_ms) {
+  if (oob.valid()) link_.reset(new OobLink(std::move(oob)));
+}
+
 void Chan::send(char type, const std::string& payload, const std::string& what) {
   heartbeat();
   std::string f(5, '\0');
@@ -55,21 +79,21 @@ void Chan::send(char type, const std::string& payload, const std::string& what) 
   const uint32_t n = static_cast<uint32_t>(payload.size());
   for (int i = 0; i < 4; ++i) f[1 + i] = static_cast<char>((n >> (24 - 8 * i)) & 0xff);
   f += payload;
-  if (!oob_.valid() || !oob_.send(f.data(), f.size(), timeout_ms_))
+  if (!link_ || !link_->send(f.data(), f.size(), timeout_ms_))
     peer_fail(what + ": cannot send " + type_text(type) + " to rank " +
               std::to_string(1 - rank_) + " (out-of-band channel closed or timed out)");
 }
 
 bool Chan::read_rest(char type, std::string* payload, int timeout_ms) {
   unsigned char len[4];
-  if (!oob_.recv(len, 4, timeout_ms)) return false;
+  if (!link_->recv(len, 4, timeout_ms)) return false;
   const uint32_t n = (static_cast<uint32_t>(len[0]) << 24) | (static_cast<uint32_t>(len[1]) << 16) |
                      (static_cast<uint32_t>(len[2]) << 8) | len[3];
   if (n > kMaxFrame)
     fail("out-of-band protocol error: rank " + std::to_string(1 - rank_) + " sent " +
          type_text(type) + " of " + std::to_string(n) + " bytes (is the peer " + kProg + "?)");
   payload->assign(n, '\0');
-  return n == 0 || oob_.recv(&(*payload)[0], n, timeout_ms);
+  return n == 0 || link_->recv(&(*payload)[0], n, timeout_ms);
 }
 
 void Chan::peer_error(const std::string& text) {
@@ -84,7 +108,7 @@ std::string Chan::recv(char type, const std::string& what) {
     t = pending_.front().first;
     payload = std::move(pending_.front().second);
     pending_.pop_front();
-  } else if (!oob_.valid() || !oob_.recv(&t, 1, timeout_ms_) ||
+  } else if (!link_ || !link_->recv(&t, 1, timeout_ms_) ||
              !read_rest(t, &payload, timeout_ms_)) {
     peer_fail(what + ": rank " + std::to_string(1 - rank_) + " sent nothing within " +
               std::to_string(timeout_ms_ / 1000) +
@@ -104,9 +128,9 @@ void Chan::sync(const std::string& what) {
 }
 
 void Chan::poll() {
-  if (!oob_.valid()) return;
+  if (!link_) return;
   char t = 0;
-  if (!oob_.recv(&t, 1, 0)) return;  // nothing there (or closed: the next recv says so)
+  if (!link_->recv(&t, 1, 0)) return;  // nothing there (or closed: the next recv says so)
   std::string payload;
   if (!read_rest(t, &payload, timeout_ms_))
     peer_fail("out-of-band channel broke in the middle of " + type_text(t));
@@ -119,12 +143,12 @@ std::string Chan::take_error(int timeout_ms) {
     if (p.first == 'E') return p.second;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   try {
-    while (oob_.valid()) {
+    while (link_) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       char t = 0;
       std::string payload;
-      if (left.count() <= 0 || !oob_.recv(&t, 1, static_cast<int>(left.count())) ||
+      if (left.count() <= 0 || !link_->recv(&t, 1, static_cast<int>(left.count())) ||
           !read_rest(t, &payload, 1000))
         break;
       if (t == 'E') return payload;
@@ -135,13 +159,13 @@ std::string Chan::take_error(int timeout_ms) {
 }
 
 bool Chan::send_error(const std::string& msg) {
-  if (!oob_.valid()) return false;
+  if (!link_) return false;
   std::string f(5, '\0');
   f[0] = 'E';
   const uint32_t n = static_cast<uint32_t>(msg.size());
   for (int i = 0; i < 4; ++i) f[1 + i] = static_cast<char>((n >> (24 - 8 * i)) & 0xff);
   f += msg;
-  return oob_.send(f.data(), f.size(), 1000);
+  return link_->send(f.data(), f.size(), 1000);
 }
 
 // ------------------------------------------------------------------------------------------------

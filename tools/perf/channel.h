@@ -2,7 +2,9 @@
 // every wait of the test loops, and a watchdog for calls that never return.
 #pragma once
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <sys/types.h>
@@ -14,18 +16,33 @@
 
 namespace nfp {
 
+// The bytes under a Chan: a socket (a forked pair, two hosts) or MPI under mpirun
+// (channel_mpi.cpp). Each call returns false on error, a closed peer or when timeout_ms passes;
+// recv with timeout 0 takes only what is already there.
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual bool send(const void* buf, size_t len, int timeout_ms) = 0;
+  virtual bool recv(void* buf, size_t len, int timeout_ms) = 0;
+  // The socket, for the raw transport's unframed address exchange; nullptr when there is none.
+  virtual nfc::Oob* oob() { return nullptr; }
+};
+
 // Frames: a type byte, a 4-byte big-endian length, the payload. Types: P plan, A answer to it,
-// H plugin handles, B barrier, R a rank-1 measurement, E an error (payload: the message).
+// H plugin handles, N a raw endpoint name (over MPI), B barrier, R a rank-1 measurement, E an
+// error (payload: the message).
 // Every wait is bounded by timeout_ms. An E frame from the peer throws a peer Failure that
 // carries its text; a closed or silent channel throws a peer Failure too.
 class Chan {
  public:
-  Chan(nfc::Oob oob, int rank, int timeout_ms)
-      : oob_(std::move(oob)), rank_(rank), timeout_ms_(timeout_ms) {}
+  Chan(nfc::Oob oob, int rank, int timeout_ms);
+  Chan(std::unique_ptr<Link> link, int rank, int timeout_ms)
+      : link_(std::move(link)), rank_(rank), timeout_ms_(timeout_ms) {}
 
   int rank() const { return rank_; }
   int timeout_ms() const { return timeout_ms_; }
-  nfc::Oob& oob() { return oob_; }  // for unframed exchanges between two sync()s
+  // For unframed exchanges between two sync()s: the socket, nullptr over MPI.
+  nfc::Oob* oob() { return link_ ? link_->oob() : nullptr; }
 
   void send(char type, const std::string& payload, const std::string& what);
   std::string recv(char type, const std::string& what);
@@ -38,13 +55,13 @@ class Chan {
   std::string take_error(int timeout_ms);
   // Best effort, bounded by a second: tells the peer why this rank stops.
   bool send_error(const std::string& msg);
-  void close() { oob_ = nfc::Oob(); }
+  void close() { link_.reset(); }
 
  private:
   bool read_rest(char type, std::string* payload, int timeout_ms);
   [[noreturn]] void peer_error(const std::string& text);
 
-  nfc::Oob oob_;
+  std::unique_ptr<Link> link_;
   int rank_;
   int timeout_ms_;
   std::deque<std::pair<char, std::string>> pending_;

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "perf/channel_mpi.h"
 #include "perf/perf.h"
 
 #ifndef NF_DEFAULT_PLUGIN
@@ -73,6 +74,7 @@ void usage(FILE* f) {
 "usage: %s [options]\n"
 "       %s --listen PORT [options]       (rank 0 of a run between two hosts)\n"
 "       %s --peer HOST:PORT [--plugin PATH] [--provider NAME]   (rank 1)\n"
+"       mpirun -np 2 %s [options]        (two ranks of an MPI job; MPI builds)\n"
 "       %s --plot OUT.png RESULT.csv|RESULT.json...\n"
 "\n"
 "Point-to-point tests of an NCCL net plugin, loaded through its ABI (v6 to v11) and driven the\n"
@@ -120,12 +122,14 @@ void usage(FILE* f) {
 "  --timeout SEC      longest any wait may go without progress, and how long --listen waits\n"
 "                     for its peer (default 60)\n"
 "\n"
-"Between two hosts (the handles travel over a plain TCP socket)\n"
+"Between two hosts (the handles travel over a plain TCP socket, or over MPI)\n"
 "  --listen PORT      be rank 0: wait for the peer on PORT, run the tests, print the results\n"
 "  --peer HOST:PORT   be rank 1: connect to rank 0 and run its plan (tests, sizes, iterations,\n"
 "                     window, comms, group, modes, provider); only --plugin, --abi, --device,\n"
 "                     --provider and --timeout are its own\n"
-"  --mpi              not supported in this build (it has no MPI); use --listen/--peer\n"
+"  --mpi              run as one of the two ranks of an MPI job (mpirun -np 2 ...): the\n"
+"                     handles travel over MPI; implied when an MPI launcher started it\n"
+"                     (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK set). %s\n"
 "\n"
 "Output (rank 0)\n"
 "  default            a table: per test and size, for plugin and raw, time per operation\n"
@@ -142,9 +146,13 @@ void usage(FILE* f) {
 "plugin's log.\n"
 "Exit status: 0 on success; 1 on any failure (plugin, peer, timeout, data check, gnuplot), with\n"
 "a line on stderr saying which; 2 on bad usage.\n",
-          kProg, kProg, kProg, kProg, NF_DEFAULT_PLUGIN[0] ? NF_DEFAULT_PLUGIN : "(none built in)",
+          kProg, kProg, kProg, kProg, kProg,
+          NF_DEFAULT_PLUGIN[0] ? NF_DEFAULT_PLUGIN : "(none built in)",
           kDefaultProvider, Options::kLatIters, Options::kLatBytes / MiB, Options::kBwBytes / MiB,
-          Options::kBwMinIters, Options::kBwMaxIters, kMaxWindow, kMaxComms, kMaxGroup);
+          Options::kBwMinIters, Options::kBwMaxIters, kMaxWindow, kMaxComms, kMaxGroup,
+          mpi_built()
+              ? "This build has MPI."
+              : "Not supported in this build\n                     (configure --with-mpi).");
 }
 
 namespace {
@@ -363,11 +371,17 @@ int parse_args(int argc, char** argv, Options* o) {
       if (!value(&v) || v.empty()) return bad("--plot needs an output file, e.g. out.png");
       o->plot_path = v;
     } else if (a == "--mpi" || a == "--mpirun" || a == "--use-mpi") {
-      fprintf(stderr,
-              "%s: %s: MPI is not supported in this build (it was built without MPI); run it "
-              "between two hosts with --listen PORT on one and --peer HOST:PORT on the other\n",
-              kProg, a.c_str());
-      return kExitUsage;
+      if (!flag()) return bad(a + " takes no value");
+      if (!mpi_built()) {
+        fprintf(stderr,
+                "%s: %s: MPI is not supported in this build (it was built without MPI: "
+                "configure --with-mpi); run it between two hosts with --listen PORT on one and "
+                "--peer HOST:PORT on the other\n",
+                kProg, a.c_str());
+        return kExitUsage;
+      }
+      o->mpi = true;
+      o->mpi_launcher = a;
     } else if (a.size() > 1 && a[0] == '-') {
       return bad("unknown option '" + std::string(argv[i]) + "'");
     } else {
@@ -375,14 +389,20 @@ int parse_args(int argc, char** argv, Options* o) {
     }
   }
 
-  // Started by mpirun/srun with several ranks: each would fork a pair of its own.
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}) {
-    const char* e = getenv(var);
-    if (e != nullptr && atoi(e) > 1) {
+  // Started by mpirun/srun: with MPI in the build, the launcher's two ranks are the pair;
+  // without it, each rank would fork a pair of its own.
+  const std::string launcher = mpi_launcher();
+  if (!launcher.empty() && mpi_built()) {
+    o->mpi = true;
+    if (o->mpi_launcher.empty()) o->mpi_launcher = launcher;
+  } else if (!launcher.empty()) {
+    const char* e = strchr(launcher.c_str(), '=') + 1;
+    if (launcher.rfind("PMIX_RANK=", 0) != 0 && atoi(e) > 1) {
       fprintf(stderr,
-              "%s: started by an MPI launcher (%s=%s), but MPI is not supported in this build; "
-              "start one process per host with --listen PORT / --peer HOST:PORT instead\n",
-              kProg, var, e);
+              "%s: started by an MPI launcher (%s), but MPI is not supported in this build "
+              "(configure --with-mpi); start one process per host with --listen PORT / --peer "
+              "HOST:PORT instead\n",
+              kProg, launcher.c_str());
       return kExitUsage;
     }
   }
@@ -395,6 +415,9 @@ int parse_args(int argc, char** argv, Options* o) {
   if (!o->run_plugin && !o->run_raw) return bad("--no-raw and --raw-only exclude each other");
   if (o->listen_port > 0 && !o->peer_host.empty())
     return bad("--listen and --peer exclude each other (one host listens, the other peers)");
+  if (o->mpi && o->two_host())
+    return bad(std::string("--listen/--peer and MPI (") + o->mpi_launcher +
+               ") exclude each other: under mpirun the ranks talk over MPI");
   if (o->csv && o->json && o->csv_path.empty() && o->json_path.empty())
     return bad("--csv and --json cannot both go to stdout; give one a file: --json=FILE");
   if (have_factor && have_step) return bad("-f and -i exclude each other");

@@ -2,12 +2,13 @@
 //
 //   options.cpp       command line, --help, the test plan rank 0 sends to rank 1
 //   channel.cpp       the framed out-of-band channel, the progress watch and the watchdog
+//   channel_mpi.cpp   the channel's bytes over MPI, under mpirun (configure --with-mpi)
 //   xport_plugin.cpp  the transport over any NCCL net plugin (ABI v6..v11)
 //   xport_raw.cpp     the same transfers over raw libfabric
 //   bench.cpp         the test loops and the per-rank driver
 //   report.cpp        the table, CSV and JSON, and reading result files back
 //   plot.cpp          --plot: gnuplot charts of result files
-//   ../nccl_fabric_perf.cpp  main: fork a pair, or one side of a two-host run
+//   ../nccl_fabric_perf.cpp  main: fork a pair, one side of a two-host run, or one MPI rank
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -48,6 +49,8 @@ struct Options {
   int listen_port = 0;    // > 0: rank 0 of a two-host run
   std::string peer_host;  // non-empty: rank 1 of a two-host run
   int peer_port = 0;
+  bool mpi = false;        // both ranks started by an MPI launcher (or --mpi): the channel is MPI
+  std::string mpi_launcher;  // what said so: "--mpi" or "OMPI_COMM_WORLD_SIZE=2"
   bool csv = false, json = false;
   std::string csv_path, json_path;  // "" = stdout
   std::string plot_path;

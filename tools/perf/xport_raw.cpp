@@ -2,7 +2,66 @@
 // per comm; a grouped receive is n tagged receives with the group's n tags.
 #include "perf/xport.h"
 
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <sys/socket.h>
+#include <thread>
+
 namespace nfp {
+
+namespace {
+
+// The address exchange over a channel without a socket (MPI). RawFabric::connect_peer speaks to
+// a socket, so it gets one end of a local socketpair, in a thread of its own; this thread reads
+// our endpoint name from the other end, trades it with the peer as an N frame, and writes the
+// peer's name back. The helper thread makes no MPI call; every wait is bounded.
+void connect_over_frames(nfc::RawFabric* f, Chan& chan) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    fail(std::string("raw libfabric: socketpair: ") + strerror(errno));
+  nfc::Oob fabric_end(sv[0]);
+  nfc::Oob here(sv[1]);
+  const int timeout = chan.timeout_ms();
+  bool ok = false;
+  std::string err;
+  std::thread helper([&] {
+    ok = f->connect_peer(fabric_end, timeout, &err);
+    fabric_end = nfc::Oob();  // a failure before the name went out ends our wait for it
+  });
+  // Joins the helper on every way out: closing our end ends its wait at once.
+  struct Join {
+    std::thread& t;
+    nfc::Oob& end;
+    ~Join() {
+      end = nfc::Oob();
+      if (t.joinable()) t.join();
+    }
+  } join{helper, here};
+
+  constexpr uint64_t kMaxName = 4096;
+  uint64_t len = 0;
+  std::string name;
+  if (!here.recv(&len, sizeof(len), timeout) || len == 0 || len > kMaxName) {
+    here = nfc::Oob();
+    helper.join();
+    helper = std::thread();
+    fail("raw libfabric: " + (err.empty() ? std::string("no endpoint name to send") : err));
+  }
+  name.resize(static_cast<size_t>(len));
+  if (!here.recv(&name[0], name.size(), timeout)) fail("raw libfabric: endpoint name cut short");
+  chan.send('N', name, "raw libfabric address exchange");
+  const std::string theirs = chan.recv('N', "raw libfabric address exchange");
+  const uint64_t theirs_len = theirs.size();
+  if (!here.send(&theirs_len, sizeof(theirs_len), timeout) ||
+      (theirs_len > 0 && !here.send(theirs.data(), theirs.size(), timeout)))
+    fail("raw libfabric: cannot hand the peer's endpoint name over");
+  helper.join();
+  helper = std::thread();
+  if (!ok) peer_fail("raw libfabric: " + err);
+}
+
+}  // namespace
 
 RawXport::RawXport(int rank, int comms, int slots, int group)
     : my_tag_(static_cast<uint64_t>(rank) << 32),
@@ -30,7 +89,9 @@ void RawXport::open(nfc::RawConfig cfg, Chan& chan, std::string* note) {
   chan.sync("raw libfabric setup");
   for (auto& f : fabs_) {
     std::string err;
-    if (!f->connect_peer(chan.oob(), chan.timeout_ms(), &err)) peer_fail("raw libfabric: " + err);
+    if (chan.oob() == nullptr) connect_over_frames(f.get(), chan);
+    else if (!f->connect_peer(*chan.oob(), chan.timeout_ms(), &err))
+      peer_fail("raw libfabric: " + err);
   }
   chan.sync("raw libfabric address exchange");
 }
