@@ -168,7 +168,7 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   std::lock_guard<std::mutex> lock(ctx.mu);
   if (ctx.eps.size() < ndev) ctx.eps.resize(ndev);
   auto& sep = ctx.eps[static_cast<size_t>(dev)];
-  if (!sep) NF_CHECK(shared_ep_open(std::move(dom), ctx.params, &sep));
+  if (!sep) NF_CHECK(shared_ep_open(std::move(dom), &sep));
   out->sep = sep;
   out->params = &ctx.params;
   return Status::kOk;

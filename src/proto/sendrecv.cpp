@@ -164,11 +164,9 @@ SharedEp::~SharedEp() {
   zombies.clear();
 }
 
-Status shared_ep_open(std::shared_ptr<Domain> dom, const Params& params,
-                      std::shared_ptr<SharedEp>* out) {
+Status shared_ep_open(std::shared_ptr<Domain> dom, std::shared_ptr<SharedEp>* out) {
   std::shared_ptr<SharedEp> s(new SharedEp());
   NF_CHECK(Endpoint::open(std::move(dom), kSharedCqSize, &s->ep));
-  s->cq_batch = static_cast<int>(params.get_int(ParamId::kCqBatch));
   *out = std::move(s);
   return Status::kOk;
 }

@@ -99,7 +99,6 @@ struct SharedEp {
   std::unique_ptr<Endpoint> ep;
   uint32_t next_id = 1;          // comm ids: 1 .. kMaxCommId
   Status failed = Status::kOk;   // sticky: the completion queue itself failed
-  int cq_batch = 64;
   std::unordered_map<std::string, fi_addr_t> peers;  // address bytes -> AV entry: one per peer
   std::vector<Zombie> zombies;
 
@@ -113,8 +112,7 @@ struct SharedEp {
   Status alloc_id(uint32_t* out);
 };
 
-Status shared_ep_open(std::shared_ptr<Domain> dom, const Params& params,
-                      std::shared_ptr<SharedEp>* out);
+Status shared_ep_open(std::shared_ptr<Domain> dom, std::shared_ptr<SharedEp>* out);
 
 struct Comm {
   uint32_t magic = kCommMagic;
