@@ -75,6 +75,7 @@ void ctx_destroy(PluginCtx* ctx) {
   {
     std::lock_guard<std::mutex> lock(ctx->mu);
     ctx->pending.clear();  // connects NCCL gave up on
+    ctx->eps.clear();      // open comms keep theirs
   }
   ctx->magic = 0;
   delete ctx;
@@ -138,9 +139,8 @@ Status device_props(int dev, DeviceProps* out) {
   out->speed_mbps = n.speed_mbps;
   out->port = 1;
   out->latency_us = 0.0f;  // unknown: NCCL's default
-  const size_t eps = n.info->domain_attr->ep_cnt;
-  // Each comm owns an endpoint.
-  out->max_comms = eps == 0 || eps > 65536 ? 65536 : static_cast<int>(eps);
+  // Comms share one endpoint per context and device, so the provider's endpoint count is no bound.
+  out->max_comms = 65536;
   out->max_recvs = d.max_recvs;
   const uint64_t m = n.info->ep_attr->max_msg_size;
   out->max_p2p_bytes = static_cast<size_t>(m == 0 || m > kMaxNetSize ? kMaxNetSize : m);
@@ -149,18 +149,28 @@ Status device_props(int dev, DeviceProps* out) {
 }
 
 Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
-  Devices& d = devices();
-  std::lock_guard<std::mutex> lock(d.mu);
-  if (!d.found || dev < 0 || dev >= static_cast<int>(d.nics.size())) {
-    NF_WARN("no device %d (there are %zu)", dev, d.found ? d.nics.size() : 0);
-    return Status::kInternalError;
+  std::shared_ptr<Domain> dom;
+  size_t ndev = 0;
+  {
+    Devices& d = devices();
+    std::lock_guard<std::mutex> lock(d.mu);
+    if (!d.found || dev < 0 || dev >= static_cast<int>(d.nics.size())) {
+      NF_WARN("no device %d (there are %zu)", dev, d.found ? d.nics.size() : 0);
+      return Status::kInternalError;
+    }
+    auto& slot = d.domains[static_cast<size_t>(dev)];
+    if (!slot) NF_CHECK(Domain::open(d.nics[static_cast<size_t>(dev)], &slot));
+    dom = slot;
+    ndev = d.nics.size();
+    out->provider = d.provider;
+    out->prov_hash = provider_hash(d.provider);
   }
-  auto& dom = d.domains[static_cast<size_t>(dev)];
-  if (!dom) NF_CHECK(Domain::open(d.nics[static_cast<size_t>(dev)], &dom));
-  out->dom = dom;
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  if (ctx.eps.size() < ndev) ctx.eps.resize(ndev);
+  auto& sep = ctx.eps[static_cast<size_t>(dev)];
+  if (!sep) NF_CHECK(shared_ep_open(std::move(dom), &sep));
+  out->sep = sep;
   out->params = &ctx.params;
-  out->provider = d.provider;
-  out->prov_hash = provider_hash(d.provider);
   return Status::kOk;
 }
 

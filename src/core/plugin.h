@@ -19,9 +19,12 @@ constexpr uint32_t kCtxMagic = 0x58544346u;
 struct PluginCtx {
   uint32_t magic = kCtxMagic;
   Params params;
-  std::mutex mu;  // guards `pending`: connects may be polled from several service threads
+  std::mutex mu;  // guards `pending` and `eps`: several service threads may call in
   // Connects in progress, keyed by the handle buffer NCCL polls them with.
   std::unordered_map<const void*, std::unique_ptr<Comm>> pending;
+  // Per device, the endpoint every comm of this context shares (opened on first use); each comm
+  // holds a reference, so it outlives the context when comms do.
+  std::vector<std::shared_ptr<SharedEp>> eps;
 };
 
 // What getProperties reports for one device; api/ copies it into NCCL's struct of each version.
@@ -54,7 +57,8 @@ PluginCtx* default_ctx_if_any();
 
 int device_count();
 Status device_props(int dev, DeviceProps* out);
-// The connect environment of a device: its domain (opened on first use) and provider.
+// The connect environment of a device: the context's shared endpoint on it (opened, with the
+// domain, on first use) and the provider.
 Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out);
 
 }  // namespace nf

@@ -39,12 +39,16 @@ Status our_address(const Comm& c, uint8_t* addr, size_t* len) {
 }
 
 // Answers a connect we refuse, so the sender fails at once instead of at its timeout.
+// The sender's comm id is at the same offset in every version; one out of range gets no answer.
 void send_nack(Comm& l, AckStatus why) {
+  const uint32_t to = l.ctrl->connect.sender_id;
+  if (to == 0 || to > kMaxCommId) return;
   fi_addr_t a;
-  if (!ok(l.ep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &a))) return;
+  if (!ok(l.sep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &a))) return;
   l.peer = a;
   encode_ack(l.ctrl->connect, why, &l.ctrl->ack);
-  if (ok(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), kTagAck, &l.ctrl_send)) && l.ctrl_send)
+  if (ok(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(to, kCtrlAck), &l.ctrl_send)) &&
+      l.ctrl_send)
     l.stage = kWaitNack;
 }
 
@@ -52,11 +56,11 @@ void send_nack(Comm& l, AckStatus why) {
 
 Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out) {
   std::unique_ptr<Comm> l;
-  NF_CHECK(comm_create(CommRole::kListen, env.dom, *env.params, &l));
+  NF_CHECK(comm_create(CommRole::kListen, env.sep, *env.params, &l));
   uint8_t addr[kMaxAddrLen];
   size_t len = 0;
   NF_CHECK(our_address(*l, addr, &len));
-  encode_handle(random_u64(), env.prov_hash, addr, len, handle);
+  encode_handle(random_u64(), env.prov_hash, l->id, addr, len, handle);
   memcpy(&l->handle, handle, sizeof(WireHandle));
   l->peer_name = "listener " + l->ep->address_text(addr, len);
   l->stage = kPostRecv;
@@ -72,9 +76,10 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
     return Status::kInternalError;
   }
   if (l.started_ns == 0) l.started_ns = now_ns();
+  std::lock_guard<std::mutex> lock(l.sep->mu);
   if (l.stage == kPostRecv) {
     NF_CHECK(ctrl_post(l, false, &l.ctrl->connect, sizeof(ConnectMsg) + sizeof(l.ctrl->connect_slack),
-                       kTagConnect, &l.ctrl_recv));
+                       ctrl_tag(l.id, kCtrlConnect), &l.ctrl_recv));
     if (l.ctrl_recv != nullptr) l.stage = kWaitConnect;
   }
   NF_CHECK(comm_progress(l));
@@ -103,9 +108,11 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
               "NCCL_FABRIC_PROVIDER the same on every node", l.peer_name.c_str());
       send_nack(l, AckStatus::kProviderMismatch);
     } else {
-      NF_CHECK(l.ep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &l.peer));
+      NF_CHECK(l.sep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &l.peer));
+      l.peer_id = l.ctrl->connect.sender_id;
       encode_ack(l.ctrl->connect, AckStatus::kOk, &l.ctrl->ack);
-      NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), kTagAck, &l.ctrl_send));
+      NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(l.peer_id, kCtrlAck),
+                         &l.ctrl_send));
       if (l.ctrl_send == nullptr) {
         // The provider pushed back: answer from the next call.
         l.stage = kPostRecv;
@@ -128,9 +135,12 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       NF_WARN("%s: the handshake reply to the peer failed", l.peer_name.c_str());
       return Status::kRemoteError;
     } else {
-      // The listen comm's endpoint becomes the recv comm's: data may already wait on it.
-      std::unique_ptr<Comm> rc(new Comm(CommRole::kRecv, std::move(l.ep),
-                                        kMaxRequests + 2, params));
+      // The listen comm becomes the recv comm: same id (the sender's data tags carry it, and data
+      // may already wait for it in the endpoint), same requests and handshake buffer.
+      std::unique_ptr<Comm> rc(new Comm(CommRole::kRecv, l.sep, 0, params));
+      rc->id = l.id;
+      rc->peer_id = l.peer_id;
+      rc->pool = std::move(l.pool);
       rc->ctrl = std::move(l.ctrl);
       rc->ctrl_reg = l.ctrl_reg;
       l.ctrl_reg = MemReg();
@@ -166,7 +176,7 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
     return Status::kInvalidUsage;
   }
   std::unique_ptr<Comm> c;
-  NF_CHECK(comm_create(CommRole::kSend, env.dom, *env.params, &c));
+  NF_CHECK(comm_create(CommRole::kSend, env.sep, *env.params, &c));
   uint8_t addr[kMaxAddrLen];
   size_t len = 0;
   NF_CHECK(our_address(*c, addr, &len));
@@ -176,10 +186,14 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
             "address formats", c->peer_name.c_str(), h.addr_len, len);
     return Status::kInvalidUsage;
   }
-  NF_CHECK(c->ep->insert_peer(h.addr, h.addr_len, &c->peer));
+  {
+    std::lock_guard<std::mutex> lock(c->sep->mu);
+    NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
+  }
+  c->peer_id = h.listen_id;
   c->handle = h;
   c->nonce = random_u64();
-  encode_connect(h, c->nonce, addr, len, &c->ctrl->connect);
+  encode_connect(h, c->id, c->nonce, addr, len, &c->ctrl->connect);
   c->started_ns = now_ns();
   c->stage = kPostAckRecv;
   *out = std::move(c);
@@ -188,13 +202,15 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
 
 Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
   *done = false;
+  std::lock_guard<std::mutex> lock(c.sep->mu);
   if (c.stage == kPostAckRecv) {
-    NF_CHECK(ctrl_post(c, false, &c.ctrl->ack, sizeof(AckMsg) + sizeof(c.ctrl->ack_slack), kTagAck,
-                       &c.ctrl_recv));
+    NF_CHECK(ctrl_post(c, false, &c.ctrl->ack, sizeof(AckMsg) + sizeof(c.ctrl->ack_slack),
+                       ctrl_tag(c.id, kCtrlAck), &c.ctrl_recv));
     if (c.ctrl_recv != nullptr) c.stage = kPostConnect;
   }
   if (c.stage == kPostConnect) {
-    NF_CHECK(ctrl_post(c, true, &c.ctrl->connect, sizeof(ConnectMsg), kTagConnect, &c.ctrl_send));
+    NF_CHECK(ctrl_post(c, true, &c.ctrl->connect, sizeof(ConnectMsg),
+                       ctrl_tag(c.peer_id, kCtrlConnect), &c.ctrl_send));
     if (c.ctrl_send != nullptr) c.stage = kWaitReply;
   }
   NF_CHECK(comm_progress(c));

@@ -8,7 +8,7 @@
 namespace nf {
 
 struct ConnectEnv {
-  std::shared_ptr<Domain> dom;
+  std::shared_ptr<SharedEp> sep;  // the context's endpoint on the device
   const Params* params;
   std::string provider;
   uint32_t prov_hash;

@@ -13,14 +13,19 @@ namespace {
 
 // Two control requests (connect + ack) come on top of what NCCL may have in flight.
 constexpr size_t kCtrlRequests = 2;
+// Completion queue entries of a shared endpoint (rxm and shm queue what does not fit).
+constexpr size_t kSharedCqSize = 16384;
+// Progress passes a closing comm makes to reap its cancelled receives and its last sends.
+constexpr int kClosePasses = 64;
 
 Request* take_request(Comm& c, ReqType type, int n) {
-  Request* r = c.pool.get();
+  Request* r = c.pool->get();
   if (r == nullptr) return nullptr;
   r->magic = kReqMagic;
   r->type = type;
   r->state = ReqState::kPending;
   r->abandoned = false;
+  r->zombie = false;
   r->n = static_cast<uint8_t>(n);
   r->posted = 0;
   r->in_flight = 0;
@@ -86,6 +91,11 @@ Status post_deferred(Comm& c) {
 
 void complete_op(OpCtx* op, size_t len) {
   Request* r = op->req;
+  if (r->zombie) {
+    // Its comm has closed: the memory stays until the shared endpoint goes; nothing else to do.
+    --r->in_flight;
+    return;
+  }
   if (r->type == ReqType::kRecv || r->type == ReqType::kCtrlRecv) r->sizes[op->index] = len;
   if (MemHandle* mh = r->mhs[op->index]) mh->uses.fetch_sub(1, std::memory_order_release);
   --r->in_flight;
@@ -95,8 +105,19 @@ void complete_op(OpCtx* op, size_t len) {
   }
 }
 
-void fail_op(Comm& c, OpCtx* op, const CqError& err) {
+void fail_op(OpCtx* op, const CqError& err) {
   Request* r = op->req;
+  if (r->zombie) {
+    complete_op(op, 0);
+    return;
+  }
+  Comm& c = *r->comm;
+  if (c.closing) {
+    // A receive cancelled by the close: expected.
+    fail_request(r, Status::kInternalError);
+    complete_op(op, 0);
+    return;
+  }
   const Status s = status_for_cq_error(err.err);
   const char* hint = fi_error_hint(err.err);
   // One WARN per comm says what happened; a dead peer fails every request, the rest is INFO.
@@ -111,8 +132,47 @@ void fail_op(Comm& c, OpCtx* op, const CqError& err) {
 
 }  // namespace
 
-Comm::Comm(CommRole r, std::unique_ptr<Endpoint> e, size_t pool_size, const Params& p)
-    : role(r), ep(std::move(e)), pool(pool_size), params(p) {
+Status SharedEp::insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out) {
+  std::string key(reinterpret_cast<const char*>(addr), len);
+  auto it = peers.find(key);
+  if (it != peers.end()) {
+    *out = it->second;
+    return Status::kOk;
+  }
+  NF_CHECK(ep->insert_peer(addr, len, out));
+  peers.emplace(std::move(key), *out);
+  return Status::kOk;
+}
+
+Status SharedEp::alloc_id(uint32_t* out) {
+  if (next_id > kMaxCommId) {
+    NF_WARN("more than %u comms on one endpoint: out of comm ids", kMaxCommId);
+    return Status::kInternalError;
+  }
+  *out = next_id++;
+  return Status::kOk;
+}
+
+SharedEp::~SharedEp() {
+  // The endpoint first: closing it drops every operation still in flight; only then may the
+  // memory the zombies kept go.
+  ep.reset();
+  for (Zombie& z : zombies) {
+    for (MemReg& r : z.mrs) deregister_memory(&r);
+    for (auto& h : z.handles) deregister_memory(&h->reg);
+  }
+  zombies.clear();
+}
+
+Status shared_ep_open(std::shared_ptr<Domain> dom, std::shared_ptr<SharedEp>* out) {
+  std::shared_ptr<SharedEp> s(new SharedEp());
+  NF_CHECK(Endpoint::open(std::move(dom), kSharedCqSize, &s->ep));
+  *out = std::move(s);
+  return Status::kOk;
+}
+
+Comm::Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Params& p)
+    : role(r), sep(std::move(s)), ep(sep->ep.get()), pool(new Pool<Request>(pool_size)), params(p) {
   max_recvs = static_cast<int>(p.get_int(ParamId::kMaxRecvs));
   cq_batch = static_cast<int>(p.get_int(ParamId::kCqBatch));
   use_inject = p.get_bool(ParamId::kInject);
@@ -122,13 +182,57 @@ Comm::Comm(CommRole r, std::unique_ptr<Endpoint> e, size_t pool_size, const Para
 
 Comm::~Comm() {
   magic = 0;
-  // Closing the endpoint cancels every operation still in flight; only then may the buffers go.
-  ep.reset();
-  for (MemReg& r : retired_mrs) deregister_memory(&r);
+  std::lock_guard<std::mutex> lock(sep->mu);
+  if (pool) {
+    closing = true;
+    // Grouped receives not fully posted: what was never posted never will be.
+    for (Request* r = deferred_head; r != nullptr;) {
+      Request* next = r->next_deferred;
+      r->next_deferred = nullptr;
+      r->n = r->posted;
+      r = next;
+    }
+    deferred_head = deferred_tail = nullptr;
+    // Cancel our posted receives; sends cannot be cancelled and finish (or not) on their own.
+    bool busy = false;
+    pool->for_each([&](Request* r) {
+      if (r->state == ReqState::kFree || r->in_flight == 0) return;
+      busy = true;
+      if (r->type != ReqType::kRecv && r->type != ReqType::kCtrlRecv) return;
+      for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
+    });
+    // Reap what the cancels and the provider give back, a bounded number of times.
+    for (int pass = 0; busy && pass < kClosePasses; ++pass) {
+      if (!ok(comm_progress(*this))) break;
+      busy = false;
+      pool->for_each([&](Request* r) {
+        if (r->state != ReqState::kFree && r->in_flight != 0) busy = true;
+      });
+    }
+    if (busy) {
+      // The provider still holds some of our operations: their memory lives on with the endpoint.
+      NF_INFO(kSubsysNet, "comm with %s closed with operations still in the provider; their "
+              "buffers are kept until the endpoint closes", peer_name.c_str());
+      pool->for_each([](Request* r) {
+        if (r->state != ReqState::kFree && r->in_flight != 0) r->zombie = true;
+      });
+      Zombie z;
+      z.pool = std::move(pool);
+      z.ctrl = std::move(ctrl);
+      z.mrs.push_back(ctrl_reg);
+      ctrl_reg = MemReg();
+      z.handles = std::move(retired);
+      retired.clear();
+      sep->zombies.push_back(std::move(z));
+    }
+  }
+  for (auto& h : retired) deregister_memory(&h->reg);
+  retired.clear();
   deregister_memory(&ctrl_reg);
+  pool.reset();
 }
 
-Status comm_create(CommRole role, std::shared_ptr<Domain> dom, const Params& params,
+Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& params,
                    std::unique_ptr<Comm>* out) {
   const size_t per_recv = static_cast<size_t>(params.get_int(ParamId::kMaxRecvs));
   // NCCL may have 32 requests in flight per comm; a send comm shared by grouped receivers
@@ -136,9 +240,11 @@ Status comm_create(CommRole role, std::shared_ptr<Domain> dom, const Params& par
   size_t requests = kMaxRequests;
   if (role == CommRole::kSend) requests *= per_recv;
   requests += kCtrlRequests;
-  std::unique_ptr<Endpoint> ep;
-  NF_CHECK(Endpoint::open(std::move(dom), requests * kMaxGroup + 64, &ep));
-  std::unique_ptr<Comm> c(new Comm(role, std::move(ep), requests, params));
+  std::unique_ptr<Comm> c(new Comm(role, std::move(sep), requests, params));
+  {
+    std::lock_guard<std::mutex> lock(c->sep->mu);
+    NF_CHECK(c->sep->alloc_id(&c->id));
+  }
   c->ctrl.reset(new Comm::Ctrl());
   memset(c->ctrl.get(), 0, sizeof(Comm::Ctrl));
   NF_CHECK(register_memory(c->ep->domain(), c->ep->ep(), c->ctrl.get(), sizeof(Comm::Ctrl),
@@ -157,11 +263,12 @@ void request_release(Request* r) {
   }
   r->magic = 0;
   r->state = ReqState::kFree;
-  c->pool.put(r);
+  c->pool->put(r);
 }
 
 Status comm_progress(Comm& c) {
-  if (!ok(c.failed)) return c.failed;
+  SharedEp& sep = *c.sep;
+  if (!ok(sep.failed)) return sep.failed;
   fi_cq_tagged_entry entries[128];
   CqError err;
   const int max = c.cq_batch < 128 ? c.cq_batch : 128;
@@ -169,13 +276,13 @@ Status comm_progress(Comm& c) {
     int n = c.ep->read(entries, max, &err);
     if (n < 0) {
       if (err.op_context != nullptr) {
-        fail_op(c, static_cast<OpCtx*>(err.op_context), err);
+        fail_op(static_cast<OpCtx*>(err.op_context), err);
         continue;
       }
-      NF_WARN("completion queue of the comm with %s failed: %s", c.peer_name.c_str(),
+      NF_WARN("completion queue of the endpoint shared with %s failed: %s", c.peer_name.c_str(),
               err.text.c_str());
-      c.failed = Status::kSystemError;
-      return c.failed;
+      sep.failed = Status::kSystemError;
+      return sep.failed;
     }
     for (int i = 0; i < n; ++i) {
       // Events without a context (e.g. remote writes) carry nothing for this protocol.
@@ -217,14 +324,15 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
             c.peer_name.c_str(), static_cast<unsigned long long>(c.max_msg_size));
     return Status::kInvalidUsage;
   }
-  if (!ok(c.failed)) return c.failed;
+  std::lock_guard<std::mutex> lock(c.sep->mu);
+  if (!ok(c.sep->failed)) return c.sep->failed;
   Request* r = take_request(c, ReqType::kSend, 1);
   if (r == nullptr) {
     // Every request is out: reap completions; NCCL asks again.
     return comm_progress(c);
   }
   r->sizes[0] = size;
-  const uint64_t t = data_tag(tag);
+  const uint64_t t = data_tag(c.peer_id, tag);
   ssize_t rc;
   if (c.use_inject && size <= c.inject_size) {
     // The provider copies the data before returning and reports no completion.
@@ -257,7 +365,8 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
 Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,
                 MemHandle* const* mhs, Request** out) {
   *out = nullptr;
-  if (!ok(c.failed)) return c.failed;
+  std::lock_guard<std::mutex> lock(c.sep->mu);
+  if (!ok(c.sep->failed)) return c.sep->failed;
   if (c.deferred_head != nullptr) {
     // An earlier grouped receive is still being posted; this one must come after it.
     NF_CHECK(comm_progress(c));
@@ -270,7 +379,7 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
     r->caps[i] = sizes[i];
     r->descs[i] = mhs[i] != nullptr ? mhs[i]->reg.desc : nullptr;
     r->mhs[i] = mhs[i];
-    r->tags[i] = data_tag(tags[i]);
+    r->tags[i] = data_tag(c.id, tags[i]);
   }
   Status s = post_recvs(c, r);
   if (!ok(s)) {
@@ -292,6 +401,7 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
 
 Status sr_test(Request* r, int* done, int* sizes) {
   Comm& c = *r->comm;
+  std::lock_guard<std::mutex> lock(c.sep->mu);
   if (r->state == ReqState::kPending) {
     Status s = comm_progress(c);
     if (!ok(s) && r->state == ReqState::kPending) fail_request(r, s);
@@ -332,11 +442,13 @@ Status sr_dereg_mr(Comm& c, MemHandle* mh) {
   if (mh->uses.load(std::memory_order_acquire) > 0) {
     // NCCL deregisters before it closes, also after an abort with receives still posted into this
     // memory. Closing the registration under them would let the NIC write into memory that is
-    // about to be freed: it goes when the comm's endpoint has gone.
+    // about to be freed: it goes when the comm closes, after its operations are reaped.
     NF_INFO(kSubsysNet, "deregMr of memory still used by %d operation(s) with %s: released when "
             "the comm closes", mh->uses.load(std::memory_order_relaxed), c.peer_name.c_str());
-    c.retired_mrs.push_back(mh->reg);
-    mh->reg = MemReg();
+    // The handle stays too: a completion dispatched by another comm's progress still counts on it.
+    mh->magic = 0;
+    c.retired.emplace_back(mh);
+    return Status::kOk;
   }
   deregister_memory(&mh->reg);
   mh->magic = 0;

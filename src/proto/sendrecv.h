@@ -1,12 +1,17 @@
 // The SENDRECV protocol: one NCCL message = one tagged message (fi_tsend / fi_trecv).
-// Each comm owns one RDM endpoint with its own completion queue, so a comm is driven by one thread
-// at a time and its data path needs no lock. docs/architecture.md says why and what it costs.
+// Every comm of a plugin context on one device shares one RDM endpoint (SharedEp), multiplexed by
+// tag: the receiver's comm id sits in tag bits 32..59. One endpoint per process pair means one
+// provider connection carrying both directions (docs/architecture.md). NCCL's service and
+// progress threads both reach the shared completion queue, so everything that posts to it, reads
+// it or touches a request pool holds SharedEp::mu.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "fabric/fabric.h"
@@ -43,6 +48,7 @@ struct Request {
   ReqType type;
   ReqState state;
   bool abandoned;           // failed and reported; returns to the pool once nothing is in flight
+  bool zombie;              // its comm closed with this still in flight: completions only count
   uint8_t n;                // operations in this request (grouped receive: up to kMaxGroup)
   uint8_t posted;           // operations handed to the provider so far
   uint8_t in_flight;        // posted and not completed
@@ -70,11 +76,52 @@ struct MemHandle {
   std::atomic<int> uses{0};
 };
 
+// The handshake messages of a comm.
+struct CtrlBuf {
+  ConnectMsg connect;
+  uint8_t connect_slack[64];  // a longer message lands here and is refused, not truncated
+  AckMsg ack;
+  uint8_t ack_slack[64];
+};
+
+// What a closed comm leaves behind while the provider may still hold its operations: freed with
+// the shared endpoint, after the endpoint is closed.
+struct Zombie {
+  std::unique_ptr<Pool<Request>> pool;
+  std::unique_ptr<CtrlBuf> ctrl;
+  std::vector<MemReg> mrs;
+  std::vector<std::unique_ptr<MemHandle>> handles;
+};
+
+// The RDM endpoint all comms of one (plugin context, device) share.
+struct SharedEp {
+  std::mutex mu;
+  std::unique_ptr<Endpoint> ep;
+  uint32_t next_id = 1;          // comm ids: 1 .. kMaxCommId
+  Status failed = Status::kOk;   // sticky: the completion queue itself failed
+  std::unordered_map<std::string, fi_addr_t> peers;  // address bytes -> AV entry: one per peer
+  std::vector<Zombie> zombies;
+
+  SharedEp() = default;
+  ~SharedEp();
+  SharedEp(const SharedEp&) = delete;
+  SharedEp& operator=(const SharedEp&) = delete;
+
+  // Under mu.
+  Status insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out);
+  Status alloc_id(uint32_t* out);
+};
+
+Status shared_ep_open(std::shared_ptr<Domain> dom, std::shared_ptr<SharedEp>* out);
+
 struct Comm {
   uint32_t magic = kCommMagic;
   CommRole role;
-  std::unique_ptr<Endpoint> ep;
-  Pool<Request> pool;
+  std::shared_ptr<SharedEp> sep;
+  Endpoint* ep;                 // sep->ep
+  uint32_t id = 0;              // ours: receives to us carry it in tag bits 32..59
+  uint32_t peer_id = 0;         // the peer comm's: what our sends carry
+  std::unique_ptr<Pool<Request>> pool;
   fi_addr_t peer = FI_ADDR_UNSPEC;
   std::string peer_name;        // printable peer address, for messages
   Params params;                // the creating context's snapshot: accept has no context
@@ -85,19 +132,14 @@ struct Comm {
   uint64_t max_msg_size;
   Request* deferred_head = nullptr;
   Request* deferred_tail = nullptr;
-  Status failed = Status::kOk;  // sticky: the endpoint itself failed
   int errors_logged = 0;        // the first failure of a comm is a WARN, later ones INFO
-  // Registrations NCCL released while operations still used them (teardown after an abort):
-  // closed only after the endpoint, which drops those operations first. Service thread only.
-  std::vector<MemReg> retired_mrs;
+  bool closing = false;         // its receives are being cancelled: their errors are expected
+  // Registrations NCCL released while operations still used them (teardown after an abort): kept,
+  // handle and all, until nothing of this comm is in flight. Service thread only.
+  std::vector<std::unique_ptr<MemHandle>> retired;
 
   // Handshake state (connect and accept), and the registered buffer its messages live in.
-  struct Ctrl {
-    ConnectMsg connect;
-    uint8_t connect_slack[64];  // a longer message lands here and is refused, not truncated
-    AckMsg ack;
-    uint8_t ack_slack[64];
-  };
+  using Ctrl = CtrlBuf;
   std::unique_ptr<Ctrl> ctrl;
   MemReg ctrl_reg;
   WireHandle handle{};          // connect: the decoded handle; listen: what we published
@@ -108,15 +150,19 @@ struct Comm {
   Request* ctrl_recv = nullptr;
   bool accepted = false;        // listen: it has produced its one recv comm
 
-  Comm(CommRole r, std::unique_ptr<Endpoint> e, size_t pool_size, const Params& p);
+  Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Params& p);
+  // Cancels what it still has posted, reaps it, and leaves to the shared endpoint what the
+  // provider keeps. Takes sep->mu.
   ~Comm();
 };
 
-// Makes a comm for `role` on a new endpoint of `dom`, with its handshake buffer registered.
-Status comm_create(CommRole role, std::shared_ptr<Domain> dom, const Params& params,
+// Makes a comm for `role` on the shared endpoint, with a fresh id and its handshake buffer
+// registered.
+Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& params,
                    std::unique_ptr<Comm>* out);
 
-// Reads completions and dispatches them; posts what grouped receives still owe.
+// Reads the shared completion queue and dispatches every completion (whichever comm it belongs
+// to); posts what c's grouped receives still owe. The caller holds c.sep->mu.
 Status comm_progress(Comm& c);
 
 Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out);
@@ -127,7 +173,7 @@ Status sr_test(Request* r, int* done, int* sizes);
 Status sr_reg_mr(Comm& c, void* data, size_t size, MemHandle** out);
 Status sr_dereg_mr(Comm& c, MemHandle* mh);
 
-// Posts one control message (handshake) and reports the request to poll.
+// Posts one control message (handshake) and reports the request to poll. Under sep->mu.
 Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Request** out);
 void request_release(Request* r);
 

@@ -39,8 +39,8 @@ const char* ack_status_text(AckStatus s) {
   return "unknown status";
 }
 
-void encode_handle(uint64_t token, uint32_t prov_hash, const uint8_t* addr, size_t addr_len,
-                   void* out128) {
+void encode_handle(uint64_t token, uint32_t prov_hash, uint32_t listen_id, const uint8_t* addr,
+                   size_t addr_len, void* out128) {
   WireHandle h;
   memset(&h, 0, sizeof(h));
   h.magic = kHandleMagic;
@@ -48,6 +48,7 @@ void encode_handle(uint64_t token, uint32_t prov_hash, const uint8_t* addr, size
   h.addr_len = static_cast<uint16_t>(addr_len);
   h.token = token;
   h.provider_hash = prov_hash;
+  h.listen_id = listen_id;
   memcpy(h.addr, addr, addr_len);
   h.checksum = wire_checksum(&h, offsetof(WireHandle, checksum));
   memcpy(out128, &h, sizeof(h));
@@ -73,17 +74,22 @@ bool decode_handle(const void* in128, WireHandle* out, std::string* why) {
     *why = fmt("handle address length %llu is out of range (1..%llu)", out->addr_len, kMaxAddrLen);
     return false;
   }
+  if (out->listen_id == 0 || out->listen_id > kMaxCommId) {
+    *why = fmt("handle listen id %llu is out of range (1..%llu)", out->listen_id, kMaxCommId);
+    return false;
+  }
   return true;
 }
 
-void encode_connect(const WireHandle& h, uint64_t nonce, const uint8_t* addr, size_t addr_len,
-                    ConnectMsg* out) {
+void encode_connect(const WireHandle& h, uint32_t sender_id, uint64_t nonce, const uint8_t* addr,
+                    size_t addr_len, ConnectMsg* out) {
   memset(out, 0, sizeof(*out));
   out->magic = kConnectMagic;
   out->version = kWireVersion;
   out->addr_len = static_cast<uint16_t>(addr_len);
   out->token = h.token;
   out->provider_hash = h.provider_hash;
+  out->sender_id = sender_id;
   out->nonce = nonce;
   memcpy(out->addr, addr, addr_len);
   out->checksum = wire_checksum(out, offsetof(ConnectMsg, checksum));
@@ -112,6 +118,10 @@ bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, 
   }
   if (m.addr_len == 0 || m.addr_len > kMaxAddrLen) {
     *why = fmt("connect message address length %llu out of range (1..%llu)", m.addr_len, kMaxAddrLen);
+    return false;
+  }
+  if (m.sender_id == 0 || m.sender_id > kMaxCommId) {
+    *why = fmt("connect message sender id %llu out of range (1..%llu)", m.sender_id, kMaxCommId);
     return false;
   }
   return true;

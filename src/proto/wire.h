@@ -14,11 +14,19 @@ constexpr uint32_t kAckMagic = 0x4b434f41u;      // "AOCK"
 constexpr size_t kHandleSize = 128;              // NCCL_NET_HANDLE_MAXSIZE
 constexpr size_t kMaxAddrLen = 96;               // EFA: 32, IPv6 sockaddr: 28, shm: a name
 
-// Tags: control messages have bit 60 set; data messages carry NCCL's tag in the low 32 bits.
+// Tags. Every comm of a process shares one endpoint per device; the receiving comm's id (1..2^28-1)
+// sits in bits 32..59 of every tag. Data: NCCL's tag in the low 32 bits. Control: bit 60 set, the
+// kind (connect, ack) in the low bits, so a control message never matches a data receive.
 constexpr uint64_t kTagCtrlBit = 1ull << 60;
-constexpr uint64_t kTagConnect = kTagCtrlBit | 1;
-constexpr uint64_t kTagAck = kTagCtrlBit | 2;
-inline uint64_t data_tag(int tag) { return static_cast<uint32_t>(tag); }
+constexpr uint32_t kMaxCommId = (1u << 28) - 1;
+constexpr uint64_t kCtrlConnect = 1;
+constexpr uint64_t kCtrlAck = 2;
+inline uint64_t ctrl_tag(uint32_t comm_id, uint64_t kind) {
+  return kTagCtrlBit | (static_cast<uint64_t>(comm_id) << 32) | kind;
+}
+inline uint64_t data_tag(uint32_t comm_id, int tag) {
+  return (static_cast<uint64_t>(comm_id) << 32) | static_cast<uint32_t>(tag);
+}
 
 // What listen writes into NCCL's 128-byte handle.
 struct WireHandle {
@@ -27,13 +35,14 @@ struct WireHandle {
   uint16_t addr_len;
   uint64_t token;          // random; accept refuses a connect that does not carry it
   uint32_t provider_hash;  // so a sender on another provider hears why it cannot connect
-  uint32_t flags;          // 0 in version 1
+  uint32_t listen_id;      // the listen comm's id: connect and data go to tags carrying it
   uint8_t addr[kMaxAddrLen];
   uint32_t reserved;
   uint32_t checksum;       // FNV-1a over every byte before it
 };
 static_assert(sizeof(WireHandle) == kHandleSize, "the handle fills NCCL's 128 bytes exactly");
 static_assert(offsetof(WireHandle, token) == 8, "wire layout");
+static_assert(offsetof(WireHandle, listen_id) == 20, "wire layout");
 static_assert(offsetof(WireHandle, addr) == 24, "wire layout");
 static_assert(offsetof(WireHandle, checksum) == 124, "wire layout");
 
@@ -44,13 +53,14 @@ struct ConnectMsg {
   uint16_t addr_len;
   uint64_t token;
   uint32_t provider_hash;
-  uint32_t flags;
+  uint32_t sender_id;  // the sending comm's id: the ack goes to tags carrying it
   uint64_t nonce;  // echoed in the ack: ties it to this connect
   uint8_t addr[kMaxAddrLen];
   uint32_t reserved;
   uint32_t checksum;
 };
 static_assert(sizeof(ConnectMsg) == 136, "wire layout");
+static_assert(offsetof(ConnectMsg, sender_id) == 20, "wire layout");
 static_assert(offsetof(ConnectMsg, nonce) == 24, "wire layout");
 static_assert(offsetof(ConnectMsg, addr) == 32, "wire layout");
 static_assert(offsetof(ConnectMsg, checksum) == 132, "wire layout");
@@ -84,12 +94,12 @@ uint32_t provider_hash(const std::string& provider);
 
 // Each decode returns false with *why set (a sentence for the log) when the bytes are not a
 // valid message of our version.
-void encode_handle(uint64_t token, uint32_t prov_hash, const uint8_t* addr, size_t addr_len,
-                   void* out128);
+void encode_handle(uint64_t token, uint32_t prov_hash, uint32_t listen_id, const uint8_t* addr,
+                   size_t addr_len, void* out128);
 bool decode_handle(const void* in128, WireHandle* out, std::string* why);
 
-void encode_connect(const WireHandle& h, uint64_t nonce, const uint8_t* addr, size_t addr_len,
-                    ConnectMsg* out);
+void encode_connect(const WireHandle& h, uint32_t sender_id, uint64_t nonce, const uint8_t* addr,
+                    size_t addr_len, ConnectMsg* out);
 // A ConnectMsg's version is checked apart (bad_version), so the listener can answer it.
 bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, bool* bad_version);
 

@@ -1,6 +1,6 @@
 // A fixed pool of objects handed out and back in O(1) with no allocation: requests come from
-// here on the data path. Sized once when a comm is created. Not thread-safe: one comm's data path
-// runs on one thread (NCCL's progress thread).
+// here on the data path. Sized once when a comm is created. Not thread-safe: callers hold the
+// mutex of the shared endpoint the comm lives on (SharedEp::mu).
 #pragma once
 #include <cstddef>
 #include <memory>

@@ -177,7 +177,18 @@ int close_in_flight_body(Side& s) {
     CHILD_CHECK(p.test(req, &done, nullptr) == ncclSuccess && done == 0, "nothing was sent");
   }
   CHILD_CHECK(p.dereg_mr(s.recv_comms[0], mh) == ncclSuccess, "deregMr");
-  return 0;  // close_side closes with the 8 receives still posted
+  // A large send the peer never receives (rxm: rendezvous, it stays in the provider): its comm
+  // closes with it in flight, leaving its request and registration to the shared endpoint, which
+  // frees them at finalize. The buffer outlives everything, as NCCL's does.
+  static std::vector<unsigned char> big(4 << 20);
+  void* smh = nullptr;
+  CHILD_CHECK(p.reg_mr(s.send_comms[0], big.data(), big.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+  void* sreq = nullptr;
+  CHILD_CHECK(post_send(p, s.send_comms[0], big.data(), big.size(), 2000, smh, &sreq) == 0, "isend");
+  int done = 0;
+  CHILD_CHECK(p.test(sreq, &done, nullptr) == ncclSuccess, "test of the unmatched send");
+  CHILD_CHECK(p.dereg_mr(s.send_comms[0], smh) == ncclSuccess, "deregMr with a send in flight");
+  return 0;  // close_side closes with the 8 receives still posted and the send in flight
 }
 
 }  // namespace

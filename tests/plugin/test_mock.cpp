@@ -153,11 +153,19 @@ int window_workload(Pair& x, bool errors_expected, int* errors_seen) {
     for (int i = 0; i < kGroup; ++i)
       CHILD_CHECK(verify(at(rbuf, i), kSize - i, 0, i) == SIZE_MAX, "group buffer %d content", i);
   }
+  int last = -1;  // the message the previous successful receive got
   for (size_t k = 1; k < nrecv; ++k) {
     if (failed[k] || got[k] < 0) continue;  // failed, or never arrived
     const int w = static_cast<int>(k) - 1;
-    CHILD_CHECK(static_cast<size_t>(got[k]) == kSize - w, "receive %d: %d bytes", w, got[k]);
-    CHILD_CHECK(verify(at(rbuf, kGroup + w), kSize - w, 0, kGroup + w) == SIZE_MAX, "receive %d content", w);
+    // Under faults, a failed send loses its message (as on EFA) and a failed receive takes none,
+    // so later messages of the tag may match another receive than their own (with a shared
+    // endpoint, sends and receives count towards the same MOCKEFA_ERROR_EVERY). What arrives is
+    // still a whole message, and messages arrive in sending order.
+    const int m = errors_expected ? static_cast<int>(kSize) - got[k] : w;
+    CHILD_CHECK(static_cast<size_t>(got[k]) == kSize - m && m > last && m >= 0 && m < kWindow,
+                "receive %d: %d bytes", w, got[k]);
+    CHILD_CHECK(verify(at(rbuf, kGroup + w), kSize - m, 0, kGroup + m) == SIZE_MAX, "receive %d content", w);
+    last = m;
   }
   CHILD_CHECK(x.p.dereg_mr(x.sc, smh) == ncclSuccess, "deregMr");
   CHILD_CHECK(x.p.dereg_mr(x.rc, rmh) == ncclSuccess, "deregMr");
@@ -240,7 +248,8 @@ int more_workload(nfc::NetPlugin& p, mockefa_api& api) {
   api.last_violation(last, sizeof(last));
   CHILD_CHECK(c.violations_total == 0, "%llu violations; last: %s",
               static_cast<unsigned long long>(c.violations_total), last);
-  CHILD_CHECK(c.open_eps == 0 && c.open_mrs == 0, "left open: %llu endpoints, %llu registrations",
+  // The context's shared endpoint stays open until finalize; every registration is gone.
+  CHILD_CHECK(c.open_eps <= 1 && c.open_mrs == 0, "left open: %llu endpoints, %llu registrations",
               static_cast<unsigned long long>(c.open_eps), static_cast<unsigned long long>(c.open_mrs));
   return 0;
 }
@@ -269,7 +278,8 @@ int run_scenario(const Scenario& sc, nfc::NetPlugin& p) {
     api.get_faults(&f);
     f.error_every = sc.error_every;
     f.unreachable_after = sc.unreachable_after;
-    CHILD_CHECK(api.set_faults_all(&f) >= 2, "faults not applied to the open endpoints");
+    // Both comms of this process share the context's one endpoint.
+    CHILD_CHECK(api.set_faults_all(&f) >= 1, "faults not applied to the open endpoint");
   }
   int errors = 0;
   if (sc.expect == Expect::kClean) {

@@ -164,6 +164,104 @@ int window_body(Side& s) {
   return 0;
 }
 
+// The handle's listen id (bytes 20..23) and address (from byte 24, addr_len at 6..7).
+struct HandleView {
+  uint32_t listen_id;
+  std::vector<unsigned char> addr;
+};
+HandleView view(const std::vector<char>& h) {
+  HandleView v;
+  uint16_t len = 0;
+  memcpy(&len, h.data() + 6, sizeof(len));
+  memcpy(&v.listen_id, h.data() + 20, sizeof(v.listen_id));
+  v.addr.assign(h.data() + 24, h.data() + 24 + (len <= 96 ? len : 96));
+  return v;
+}
+
+// Two connections to the same peer and open listen comms all live on one endpoint per process
+// (every handle names the same address, each with its own comm id), and the tag multiplexing keeps
+// their traffic apart: the same NCCL tag on both comms, posted interleaved, each message lands on
+// its own comm. Closing a listen comm with its connect receive posted (cancelled) leaves the
+// others working.
+int shared_body(Side& s) {
+  nfc::NetPlugin& p = s.plugin;
+  CHILD_CHECK(s.send_comms.size() == 2 && s.recv_comms.size() == 2, "two comms each way");
+  std::vector<std::vector<char>> h(2, std::vector<char>(NCCL_NET_HANDLE_MAXSIZE, 0));
+  void* listens[2] = {nullptr, nullptr};
+  for (int i = 0; i < 2; ++i)
+    CHILD_CHECK(p.listen(0, h[i].data(), &listens[i]) == ncclSuccess && listens[i], "listen");
+  const HandleView a = view(h[0]), b = view(h[1]);
+  CHILD_CHECK(a.addr == b.addr, "two listen comms of one context publish different endpoints");
+  CHILD_CHECK(a.listen_id != b.listen_id && a.listen_id != 0 && b.listen_id != 0,
+              "listen ids %u and %u", a.listen_id, b.listen_id);
+  void* none = nullptr;
+  // Polled once: its connect receive is posted on the shared endpoint, no peer ever comes.
+  CHILD_CHECK(p.accept(listens[1], &none) == ncclSuccess && none == nullptr, "accept poll");
+
+  const int kPerComm = 24;
+  const size_t kSize = 4096 + 3;
+  const int kTag = 5;  // the same on both comms
+  std::vector<unsigned char> sbuf(2 * kPerComm * kSize), rbuf(2 * kPerComm * kSize);
+  void* smh[2];
+  void* rmh[2];
+  for (int c = 0; c < 2; ++c) {
+    CHILD_CHECK(p.reg_mr(s.send_comms[c], sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh[c]) == ncclSuccess, "regMr");
+    CHILD_CHECK(p.reg_mr(s.recv_comms[c], rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh[c]) == ncclSuccess, "regMr");
+  }
+  auto at = [&](std::vector<unsigned char>& v, int c, int k) {
+    return v.data() + (static_cast<size_t>(c) * kPerComm + static_cast<size_t>(k)) * kSize;
+  };
+  // Comm c's message k: its own size and content.
+  auto size_of = [&](int c, int k) { return kSize - static_cast<size_t>(c) - 2 * static_cast<size_t>(k % 7); };
+  auto msg_of = [&](int round, int c, int k) { return round * 100000 + c * 1000 + k; };
+  for (int round = 0; round < 3; ++round) {
+    if (round == 2) {
+      // Close both extra listen comms (one with a posted receive) between rounds.
+      CHILD_CHECK(p.close_listen(listens[0]) == ncclSuccess, "closeListen");
+      CHILD_CHECK(p.close_listen(listens[1]) == ncclSuccess, "closeListen with a posted receive");
+    }
+    std::vector<void*> reqs;
+    // Receives interleaved across the two comms, same tag.
+    for (int k = 0; k < kPerComm; ++k) {
+      for (int c = 0; c < 2; ++c) {
+        void* data[1] = {at(rbuf, c, k)};
+        size_t cap[1] = {kSize};
+        int tag[1] = {kTag};
+        void* mhs[1] = {rmh[c]};
+        void* req = nullptr;
+        CHILD_CHECK(post_recv(p, s.recv_comms[c], 1, data, cap, tag, mhs, &req) == 0, "irecv");
+        reqs.push_back(req);
+      }
+    }
+    CHILD_CHECK(s.oob.barrier(kTimeoutMs), "barrier");
+    // Sends interleaved the other way round (comm 1 first).
+    for (int k = 0; k < kPerComm; ++k) {
+      for (int c = 1; c >= 0; --c) {
+        fill(at(sbuf, c, k), size_of(c, k), s.rank, msg_of(round, c, k));
+        void* req = nullptr;
+        CHILD_CHECK(post_send(p, s.send_comms[c], at(sbuf, c, k), size_of(c, k), kTag, smh[c], &req) == 0, "isend");
+        reqs.push_back(req);
+      }
+    }
+    std::vector<int> got;
+    CHILD_CHECK(wait_all(p, reqs, &got) == 0, "round %d did not complete", round);
+    for (int k = 0; k < kPerComm; ++k) {
+      for (int c = 0; c < 2; ++c) {
+        const int i = 2 * k + c;
+        CHILD_CHECK(static_cast<size_t>(got[i]) == size_of(c, k), "comm %d message %d: %d bytes, expected %zu", c, k, got[i], size_of(c, k));
+        CHILD_CHECK(verify(at(rbuf, c, k), size_of(c, k), 1 - s.rank, msg_of(round, c, k)) == SIZE_MAX,
+                    "comm %d message %d carries another comm's data", c, k);
+      }
+    }
+    CHILD_CHECK(s.oob.barrier(kTimeoutMs), "barrier");
+  }
+  for (int c = 0; c < 2; ++c) {
+    CHILD_CHECK(p.dereg_mr(s.send_comms[c], smh[c]) == ncclSuccess, "deregMr");
+    CHILD_CHECK(p.dereg_mr(s.recv_comms[c], rmh[c]) == ncclSuccess, "deregMr");
+  }
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("every size from 0 B to 16 MiB arrives intact, with its size reported", "[plugin][sendrecv]") {
@@ -210,5 +308,16 @@ TEST_CASE("every ABI version from v6 to v11 moves data", "[plugin][abi]") {
     std::string log;
     INFO("ABI v" << v);
     CHECK(run_pair(opt, window_body, &log));
+  }
+}
+
+TEST_CASE("comms to one peer and a listen comm share an endpoint and keep their traffic apart", "[plugin][sendrecv][shared]") {
+  for (const std::string& prov : real_providers()) {
+    PairOptions opt;
+    opt.provider = prov;
+    opt.comms = 2;
+    std::string log;
+    INFO("provider " << prov);
+    CHECK(run_pair(opt, shared_body, &log));
   }
 }
