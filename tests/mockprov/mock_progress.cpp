@@ -68,18 +68,29 @@ struct Sas {
 bool is_msg(const Op* op) { return op->kind == OpKind::kMsg || op->kind == OpKind::kTagged; }
 bool is_rma(const Op* op) { return op->kind == OpKind::kWrite || op->kind == OpKind::kRead; }
 
-void finish_initiator(Op* op) {
+// The initiator of op, taken once: NULL when it was already reported, or the op is internal.
+Ep* claim_initiator(Op* op) {
   Ep* ep = op->init;
-  if (!ep) return;
+  if (!ep) return nullptr;
   op->init = nullptr;
-  if (op->internal) return;
+  return op->internal ? nullptr : ep;
+}
+
+// What the initiator's completion says, whether it succeeded or failed.
+CqEntry initiator_entry(const Op& op, const Ep& ep) {
   CqEntry e;
-  e.op_context = op->context;
-  e.flags = op->tx_flags;
-  e.len = op->len;
-  e.ep_serial = ep->serial;
-  e.track_ctx = op->track_ctx;
-  complete_entry(ep, ep->tx_cq, std::move(e), op->want_completion);
+  e.op_context = op.context;
+  e.flags = op.tx_flags;
+  e.len = op.len;
+  e.ep_serial = ep.serial;
+  e.track_ctx = op.track_ctx;
+  return e;
+}
+
+void finish_initiator(Op* op) {
+  Ep* ep = claim_initiator(op);
+  if (!ep) return;
+  complete_entry(ep, ep->tx_cq, initiator_entry(*op, *ep), op->want_completion);
   ep->tx_outstanding--;
 }
 
@@ -376,22 +387,15 @@ void flush_graveyard() {
 }
 
 void fail_initiator(Op* op, int prov_errno, const char* why) {
-  Ep* ep = op->init;
+  Ep* ep = claim_initiator(op);
   if (!ep) return;
-  op->init = nullptr;
-  if (op->internal) return;
-  CqEntry e;
-  e.op_context = op->context;
-  e.flags = op->tx_flags;
-  e.len = op->len;
+  CqEntry e = initiator_entry(*op, *ep);
   e.data = op->data;
   e.tag = op->tag;
   e.is_error = true;
   e.err = efa_errno_to_err(prov_errno);
   e.prov_errno = prov_errno;
   e.err_data = err_text(why, ep->addr, &op->dst_addr);
-  e.ep_serial = ep->serial;
-  e.track_ctx = op->track_ctx;
   complete_entry(ep, ep->tx_cq, std::move(e), true);
   ep->tx_outstanding--;
 }

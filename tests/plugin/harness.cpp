@@ -95,26 +95,46 @@ int wait_request(nfc::NetPlugin& p, void* req, int* sizes, int timeout_ms) {
   return 0;
 }
 
-int wait_all(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes, int timeout_ms) {
+int settle(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes,
+           std::vector<bool>* failed, int bound_ms) {
   const auto start = Clock::now();
-  if (sizes) sizes->assign(reqs.size(), -1);
+  sizes->assign(reqs.size(), -1);
+  failed->assign(reqs.size(), false);
+  std::vector<bool> fin(reqs.size(), false);
   size_t left = reqs.size();
-  std::vector<bool> done_flags(reqs.size(), false);
+  int errors = 0;
   while (left > 0) {
     for (size_t i = 0; i < reqs.size(); ++i) {
-      if (done_flags[i]) continue;
+      if (fin[i]) continue;
       int done = 0;
       int sz[64] = {0};
-      ncclResult_t r = p.test(reqs[i], &done, sz);
-      if (r != ncclSuccess) return static_cast<int>(r);
-      if (done) {
-        done_flags[i] = true;
+      if (p.test(reqs[i], &done, sz) != ncclSuccess) {
+        fin[i] = true;
+        (*failed)[i] = true;
+        ++errors;
         --left;
-        if (sizes) (*sizes)[i] = sz[0];
+      } else if (done) {
+        fin[i] = true;
+        (*sizes)[i] = sz[0];
+        --left;
       }
     }
-    if (left > 0 && expired(start, timeout_ms)) return -1;
+    if (left > 0 && bound_ms > 0 && expired(start, bound_ms)) return errors;
+    if (left > 0 && expired(start, kTimeoutMs)) return -1;
   }
+  return errors;
+}
+
+int wait_all(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes, int timeout_ms) {
+  std::vector<int> got;
+  std::vector<bool> failed;
+  const int errors = settle(p, reqs, &got, &failed, timeout_ms);
+  if (errors < 0) return -1;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (failed[i]) return static_cast<int>(ncclSystemError);
+    if (got[i] < 0) return -1;  // still pending at the bound
+  }
+  if (sizes) *sizes = std::move(got);
   return 0;
 }
 

@@ -66,9 +66,16 @@ bool run_single(const PairOptions& opt, const std::function<int(nfc::NetPlugin&)
 // Polls test() until done or error or timeout. Returns 0 when done; *sizes gets the sizes.
 int wait_request(nfc::NetPlugin& p, void* req, int* sizes, int timeout_ms = kTimeoutMs);
 
+// Polls every request round-robin until each is done or failed (test() returned an error).
+// Returns how many failed, or -1 when some still pend after kTimeoutMs. With bound_ms > 0, what
+// still pends then is left so (sizes[i] stays -1): a receive whose send failed never completes,
+// as on a real network.
+int settle(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes,
+           std::vector<bool>* failed, int bound_ms = 0);
+
 // Polls every request round-robin until all are done, as NCCL's progress thread does (with manual
 // progress a receive may need its sender's comm polled). sizes[i] gets request i's first size.
-// Returns 0, or the first error, or -1 on timeout.
+// Returns 0; ncclSystemError when a request failed; -1 when one still pends at timeout_ms.
 int wait_all(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes,
              int timeout_ms = kTimeoutMs);
 

@@ -23,40 +23,6 @@ struct Pair {
   void* rc;
 };
 
-// Polls every request until each is done or failed. Returns how many failed; -1 on timeout.
-// With `bound_ms`, requests still pending then are left so (a receive whose send failed never
-// completes, as on a real network) and count as neither done nor failed.
-int settle(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes,
-           std::vector<bool>* failed, int bound_ms = 0) {
-  const auto start = std::chrono::steady_clock::now();
-  sizes->assign(reqs.size(), -1);
-  failed->assign(reqs.size(), false);
-  std::vector<bool> fin(reqs.size(), false);
-  size_t left = reqs.size();
-  int errors = 0;
-  while (left > 0) {
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      if (fin[i]) continue;
-      int done = 0;
-      int sz[64] = {0};
-      if (p.test(reqs[i], &done, sz) != ncclSuccess) {
-        fin[i] = true;
-        (*failed)[i] = true;
-        ++errors;
-        --left;
-      } else if (done) {
-        fin[i] = true;
-        (*sizes)[i] = sz[0];
-        --left;
-      }
-    }
-    const auto waited = std::chrono::steady_clock::now() - start;
-    if (left > 0 && bound_ms > 0 && waited > std::chrono::milliseconds(bound_ms)) return errors;
-    if (left > 0 && waited > std::chrono::milliseconds(kTimeoutMs)) return -1;
-  }
-  return errors;
-}
-
 // Sizes around EFA's limits (inject 4096, MTU ~8 KiB), each verified byte for byte.
 int sizes_workload(Pair& x) {
   const size_t sizes[] = {0, 1, 8, 4095, 4096, 4097, 8192, 65537, 1 << 20, (4 << 20) + 1};
