@@ -4,6 +4,7 @@
 # is installed. Run by `make check`; by hand: NF_PERF_TOOL=build/tools/nccl-fabric-perf
 # NF_PLUGIN_LIB=build/.libs/libnccl-net-fabric.so FI_TCP_IFACE=lo tests/tools/test_perf_cli.sh
 set -u
+. "$(dirname "$0")/csv_check.sh"
 
 TOOL=${NF_PERF_TOOL:-$PWD/tools/nccl-fabric-perf}
 PLUGIN=${NF_PLUGIN_LIB:-$PWD/.libs/libnccl-net-fabric.so}
@@ -113,18 +114,7 @@ if run "sweep over loopback with -c (--csv)" 0 '' --plugin "$PLUGIN" --provider 
   [ "$(head -n 1 "$CSV")" = "$header" ] || failed "CSV header is '$(head -n 1 "$CSV")'"
   # 3 tests x 5 sizes (8, 64, 512, 4K, 32K) x 2 modes, each with a time, a bandwidth, CPU
   # figures, the data check on, and plugin rows with their ratio to raw.
-  bad=$(awk -F, 'NR > 1 {
-      rows++; seen[$1 "/" $2 "/" $3] = 1
-      if ($4 != 20 || !($8 > 0) || !($9 > 0) || $10 == "" || $11 == "" || $18 != 1) print "row " NR ": " $0
-      if ($2 == "plugin" && (!($14 > 0) || $15 != "fabric" || $16 != 11)) print "plugin row " NR ": " $0
-      if ($2 == "raw" && ($14 != "" || $15 != "")) print "raw row " NR ": " $0
-    }
-    END {
-      if (rows != 30) print "rows: " rows ", expected 30"
-      split("lat bw bibw", t, " "); split("plugin raw", m, " "); split("8 64 512 4096 32768", s, " ")
-      for (i in t) for (j in m) for (k in s)
-        if (!((t[i] "/" m[j] "/" s[k]) in seen)) print "missing " t[i] "/" m[j] "/" s[k]
-    }' "$CSV")
+  bad=$(check_csv "$CSV" "lat bw bibw" 30 11)
   if [ -z "$bad" ]; then pass "CSV: 30 rows, every test, mode and size, all fields sane"
   else failed "CSV content:"; echo "$bad" | head -n 10; fi
 fi

@@ -5,6 +5,7 @@
 # NF_PERF_MPI=1 NF_PERF_TOOL=build/tools/nccl-fabric-perf
 # NF_PLUGIN_LIB=build/.libs/libnccl-net-fabric.so FI_TCP_IFACE=lo tests/tools/test_perf_mpi.sh
 set -u
+. "$(dirname "$0")/csv_check.sh"
 
 TOOL=${NF_PERF_TOOL:-$PWD/tools/nccl-fabric-perf}
 PLUGIN=${NF_PLUGIN_LIB:-$PWD/.libs/libnccl-net-fabric.so}
@@ -57,18 +58,7 @@ else
   header='test,mode,size,iters,group,comms,window,time_us,gb_per_s,cpu_s_per_gb_rank0,cpu_s_per_gb_rank1,cpu_s_rank0,cpu_s_rank1,plugin_vs_raw,plugin,abi,provider,check'
   # Only rank 0 writes to stdout: the CSV is all there is.
   [ "$(head -n 1 "$TMP/out.csv")" = "$header" ] || failed "CSV header is '$(head -n 1 "$TMP/out.csv")'"
-  bad=$(awk -F, 'NR > 1 {
-      rows++; seen[$1 "/" $2 "/" $3] = 1
-      if ($4 != 20 || !($8 > 0) || !($9 > 0) || $10 == "" || $11 == "" || $18 != 1) print "row " NR ": " $0
-      if ($2 == "plugin" && (!($14 > 0) || $15 != "fabric")) print "plugin row " NR ": " $0
-      if ($2 == "raw" && ($14 != "" || $15 != "")) print "raw row " NR ": " $0
-    }
-    END {
-      if (rows != 20) print "rows: " rows ", expected 20"
-      split("lat bw", t, " "); split("plugin raw", m, " "); split("8 64 512 4096 32768", s, " ")
-      for (i in t) for (j in m) for (k in s)
-        if (!((t[i] "/" m[j] "/" s[k]) in seen)) print "missing " t[i] "/" m[j] "/" s[k]
-    }' "$TMP/out.csv")
+  bad=$(check_csv "$TMP/out.csv" "lat bw" 20)
   if [ -z "$bad" ]; then pass "mpirun -np 2: CSV of 20 rows, lat and bw, plugin and raw, checked"
   else failed "mpirun -np 2: CSV content:"; echo "$bad" | head -n 10; show "$TMP/out.csv"; fi
 fi
