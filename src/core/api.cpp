@@ -4,6 +4,7 @@
 #include <new>
 
 #include "proto/connect.h"
+#include "proto/rdma.h"
 #include "proto/sendrecv.h"
 
 namespace nf {
@@ -209,7 +210,9 @@ Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, v
     return Status::kInternalError;
   }
   Request* r = nullptr;
-  Status s = sr_isend(*c, data, size, tag, static_cast<MemHandle*>(mhandle), &r);
+  Status s = c->proto == kProtoRdma
+                 ? rdma_isend(*c, data, size, tag, static_cast<MemHandle*>(mhandle), &r)
+                 : sr_isend(*c, data, size, tag, static_cast<MemHandle*>(mhandle), &r);
   *request = r;
   return s;
 }
@@ -227,7 +230,9 @@ Status irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
     return Status::kInternalError;
   }
   Request* r = nullptr;
-  Status s = sr_irecv(*c, n, data, sizes, tags, reinterpret_cast<MemHandle* const*>(mhandles), &r);
+  MemHandle* const* mhs = reinterpret_cast<MemHandle* const*>(mhandles);
+  Status s = c->proto == kProtoRdma ? rdma_irecv(*c, n, data, sizes, tags, mhs, &r)
+                                    : sr_irecv(*c, n, data, sizes, tags, mhs, &r);
   *request = r;
   return s;
 }

@@ -18,6 +18,11 @@ struct Devices {
   std::string provider;
   std::vector<Nic> nics;
   std::vector<std::shared_ptr<Domain>> domains;
+  // NCCL device i = the NICs groups[i] (one per rail; a NIC repeats when the device has fewer
+  // NICs than rails), named names[i].
+  std::vector<std::vector<size_t>> groups;
+  std::vector<std::string> names;
+  std::vector<bool> rma;  // every NIC of the device can carry the RDMA protocol
   int live_contexts = 0;
   int max_recvs = 1;
   PluginCtx* default_ctx = nullptr;
@@ -41,6 +46,25 @@ Status discover_locked(Devices& d, const Params& p) {
   }
   d.provider = d.nics.front().provider;
   d.domains.assign(d.nics.size(), nullptr);
+  const size_t rails = static_cast<size_t>(p.get_int(ParamId::kRails));
+  d.groups.clear();
+  d.names.clear();
+  d.rma.clear();
+  for (size_t first = 0; first < d.nics.size(); first += rails) {
+    const size_t count = d.nics.size() - first < rails ? d.nics.size() - first : rails;
+    std::vector<size_t> g;
+    std::string name;
+    bool rma = true;
+    for (size_t r = 0; r < rails; ++r) g.push_back(first + r % count);
+    for (size_t k = 0; k < count; ++k) {
+      name += (k ? "+" : "") + d.nics[first + k].domain;
+      rma = rma && d.nics[first + k].rma;
+    }
+    if (rails > count) name += "x" + std::to_string(rails);
+    d.groups.push_back(std::move(g));
+    d.names.push_back(std::move(name));
+    d.rma.push_back(rma);
+  }
   d.max_recvs = static_cast<int>(p.get_int(ParamId::kMaxRecvs));
   d.found = true;
   NF_INFO(kSubsysInit | kSubsysNet, "using libfabric %u.%u provider '%s' with %zu device(s) (%s)",
@@ -48,11 +72,15 @@ Status discover_locked(Devices& d, const Params& p) {
           report.c_str());
   for (size_t i = 0; i < d.nics.size(); ++i) {
     const Nic& n = d.nics[i];
-    NF_INFO(kSubsysInit | kSubsysNet, "device %zu: %s pci=%s speed=%d Mb/s mr_mode=0x%llx inject=%zu",
-            i, n.domain.c_str(), n.pci_path.empty() ? "none" : n.pci_path.c_str(), n.speed_mbps,
-            static_cast<unsigned long long>(n.info->domain_attr->mr_mode),
-            n.info->tx_attr->inject_size);
+    NF_INFO(kSubsysInit | kSubsysNet, "NIC %zu: %s pci=%s speed=%d Mb/s mr_mode=0x%llx inject=%zu "
+            "rma=%s", i, n.domain.c_str(), n.pci_path.empty() ? "none" : n.pci_path.c_str(),
+            n.speed_mbps, static_cast<unsigned long long>(n.info->domain_attr->mr_mode),
+            n.info->tx_attr->inject_size,
+            n.rma ? "yes" : "no (no FI_RMA or remote CQ data under 4 bytes)");
   }
+  for (size_t i = 0; i < d.groups.size(); ++i)
+    NF_INFO(kSubsysInit | kSubsysNet, "device %zu: %s, %zu rail(s)", i, d.names[i].c_str(),
+            d.groups[i].size());
   return Status::kOk;
 }
 
@@ -118,25 +146,33 @@ PluginCtx* default_ctx_if_any() {
 int device_count() {
   Devices& d = devices();
   std::lock_guard<std::mutex> lock(d.mu);
-  return d.found ? static_cast<int>(d.nics.size()) : 0;
+  return d.found ? static_cast<int>(d.groups.size()) : 0;
 }
 
 Status device_props(int dev, DeviceProps* out) {
   Devices& d = devices();
   std::lock_guard<std::mutex> lock(d.mu);
-  if (!d.found || dev < 0 || dev >= static_cast<int>(d.nics.size())) {
-    NF_WARN("getProperties: no device %d (there are %zu)", dev, d.found ? d.nics.size() : 0);
+  if (!d.found || dev < 0 || dev >= static_cast<int>(d.groups.size())) {
+    NF_WARN("getProperties: no device %d (there are %zu)", dev, d.found ? d.groups.size() : 0);
     return Status::kInternalError;
   }
-  const Nic& n = d.nics[static_cast<size_t>(dev)];
+  const std::vector<size_t>& g = d.groups[static_cast<size_t>(dev)];
+  const Nic& n = d.nics[g[0]];
   *out = DeviceProps();
-  out->name = n.domain.c_str();
+  out->name = d.names[static_cast<size_t>(dev)].c_str();
   out->pci_path = n.pci_path.empty() ? nullptr : n.pci_path.c_str();
   out->guid = n.guid;
   out->ptr_support = kPtrHost;
   out->reg_is_global = 0;
   out->force_flush = 0;
-  out->speed_mbps = n.speed_mbps;
+  // The NICs' speeds add up (a NIC with several endpoints counts once).
+  int speed = 0;
+  for (size_t k = 0; k < g.size(); ++k) {
+    bool seen = false;
+    for (size_t j = 0; j < k; ++j) seen = seen || g[j] == g[k];
+    if (!seen) speed += d.nics[g[k]].speed_mbps;
+  }
+  out->speed_mbps = speed;
   out->port = 1;
   out->latency_us = 0.0f;  // unknown: NCCL's default
   // Comms share one endpoint per context and device, so the provider's endpoint count is no bound.
@@ -149,26 +185,52 @@ Status device_props(int dev, DeviceProps* out) {
 }
 
 Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
-  std::shared_ptr<Domain> dom;
+  std::vector<std::shared_ptr<Domain>> doms;
   size_t ndev = 0;
+  bool rma = false;
+  std::string name;
   {
     Devices& d = devices();
     std::lock_guard<std::mutex> lock(d.mu);
-    if (!d.found || dev < 0 || dev >= static_cast<int>(d.nics.size())) {
-      NF_WARN("no device %d (there are %zu)", dev, d.found ? d.nics.size() : 0);
+    if (!d.found || dev < 0 || dev >= static_cast<int>(d.groups.size())) {
+      NF_WARN("no device %d (there are %zu)", dev, d.found ? d.groups.size() : 0);
       return Status::kInternalError;
     }
-    auto& slot = d.domains[static_cast<size_t>(dev)];
-    if (!slot) NF_CHECK(Domain::open(d.nics[static_cast<size_t>(dev)], &slot));
-    dom = slot;
-    ndev = d.nics.size();
+    for (size_t nic : d.groups[static_cast<size_t>(dev)]) {
+      auto& slot = d.domains[nic];
+      if (!slot) NF_CHECK(Domain::open(d.nics[nic], &slot));
+      doms.push_back(slot);
+    }
+    ndev = d.groups.size();
+    rma = d.rma[static_cast<size_t>(dev)];
+    name = d.names[static_cast<size_t>(dev)];
     out->provider = d.provider;
     out->prov_hash = provider_hash(d.provider);
+  }
+  const std::string& want = ctx.params.get_str(ParamId::kProtocol);
+  if (want == "sendrecv") {
+    out->offered = kProtoSendRecv;
+  } else if (want == "rdma") {
+    if (!rma) {
+      NF_WARN("NCCL_FABRIC_PROTOCOL=rdma, but provider '%s' on %s offers no RMA writes with "
+              "remote CQ data; use sendrecv or auto", out->provider.c_str(), name.c_str());
+      return Status::kInvalidUsage;
+    }
+    out->offered = kProtoRdma;
+  } else {
+    out->offered = rma ? (kProtoSendRecv | kProtoRdma) : kProtoSendRecv;
   }
   std::lock_guard<std::mutex> lock(ctx.mu);
   if (ctx.eps.size() < ndev) ctx.eps.resize(ndev);
   auto& sep = ctx.eps[static_cast<size_t>(dev)];
-  if (!sep) NF_CHECK(shared_ep_open(std::move(dom), &sep));
+  if (!sep) {
+    NF_CHECK(shared_ep_open(doms, &sep));
+    NF_INFO(kSubsysNet, "device %d (%s): protocol %s (NCCL_FABRIC_PROTOCOL=%s; %s), %d rail(s)",
+            dev, name.c_str(), out->offered & kProtoRdma ? "RDMA" : "SENDRECV", want.c_str(),
+            rma ? "the provider offers RMA writes with remote CQ data"
+                : "the provider offers no RMA writes with remote CQ data",
+            sep->nrails);
+  }
   out->sep = sep;
   out->params = &ctx.params;
   return Status::kOk;

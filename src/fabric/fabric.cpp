@@ -112,10 +112,11 @@ std::set<std::string> split_list(const std::string& s) {
   return out;
 }
 
-InfoPtr make_hints(const std::string& provider) {
+InfoPtr make_hints(const std::string& provider, bool rma) {
   InfoPtr hints(fi_allocinfo());
   if (!hints) return hints;
-  hints->caps = FI_TAGGED;
+  // RMA writes with remote CQ data carry the RDMA protocol; tagged messages alone carry SENDRECV.
+  hints->caps = rma ? (FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE) : FI_TAGGED;
   // We hand the provider an fi_context2 with every operation, so it may ask for either.
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
@@ -153,10 +154,16 @@ Status discover_nics(const std::string& wanted, const std::string& domain_filter
   const std::set<std::string> domains = split_list(domain_filter);
 
   for (const std::string& prov : candidates) {
-    InfoPtr hints = make_hints(prov);
-    if (!hints) return Status::kSystemError;
+    // First with RMA (the RDMA protocol); a provider without it is still good for SENDRECV.
     fi_info* list = nullptr;
-    int rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &list);
+    int rc = -FI_ENODATA;
+    for (bool rma : {true, false}) {
+      InfoPtr hints = make_hints(prov, rma);
+      if (!hints) return Status::kSystemError;
+      rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &list);
+      if (rc == 0) break;
+      list = nullptr;
+    }
     InfoPtr owned(list);
     if (!report->empty()) *report += "; ";
     if (rc != 0) {
@@ -178,6 +185,8 @@ Status discover_nics(const std::string& wanted, const std::string& domain_filter
       nic.pci_path = find_pci_path(i);
       nic.speed_mbps = find_speed_mbps(i);
       nic.loopback = is_loopback_domain(i);
+      nic.rma = (i->caps & FI_RMA) != 0 && (i->caps & FI_REMOTE_WRITE) != 0 &&
+                i->domain_attr->cq_data_size >= 4;
       nic.guid = fnv1a64(nic.pci_path.empty() ? prov + "/" + nic.domain : nic.pci_path);
       (nic.loopback ? loop : found).push_back(std::move(nic));
     }
@@ -213,15 +222,19 @@ Domain::~Domain() {
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
 }
 
-Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out) {
+Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out,
+                       bool remote) {
   *out = MemReg();
   out->base = reinterpret_cast<uintptr_t>(buf);
   out->len = len;
   const uint64_t mode = dom.mr_mode();
-  // Without FI_MR_LOCAL the provider needs no descriptor for sends and receives.
-  if ((mode & FI_MR_LOCAL) == 0 || len == 0) return Status::kOk;
+  // Without FI_MR_LOCAL the provider needs no descriptor for sends and receives; memory a peer
+  // writes into always needs a registration (its key).
+  if (((mode & FI_MR_LOCAL) == 0 && !remote) || len == 0) return Status::kOk;
   const uint64_t key = (mode & FI_MR_PROV_KEY) ? 0 : dom.next_requested_key();
-  int rc = fi_mr_reg(dom.domain(), buf, len, FI_SEND | FI_RECV, 0, key, 0, &out->mr, nullptr);
+  const uint64_t access = remote ? (FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE)
+                                 : (FI_SEND | FI_RECV);
+  int rc = fi_mr_reg(dom.domain(), buf, len, access, 0, key, 0, &out->mr, nullptr);
   if (rc != 0) {
     char ctx[160];
     snprintf(ctx, sizeof(ctx), "registering %zu bytes at %p on %s", len, buf, dom.name().c_str());
@@ -236,8 +249,9 @@ Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* o
       return fi_fail("fi_mr_bind/fi_mr_enable", rc, dom.name().c_str());
     }
   }
-  out->desc = fi_mr_desc(out->mr);
+  out->desc = (mode & FI_MR_LOCAL) ? fi_mr_desc(out->mr) : nullptr;
   out->key = fi_mr_key(out->mr);
+  out->remote_base = (mode & FI_MR_VIRT_ADDR) ? 0 : out->base;
   return Status::kOk;
 }
 

@@ -12,6 +12,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #include "util/status.h"
@@ -35,6 +36,7 @@ struct Nic {
   int speed_mbps = 0;    // 0 when unknown
   uint64_t guid = 0;
   bool loopback = false;
+  bool rma = false;      // FI_RMA writes with remote CQ data of >= 4 bytes: the RDMA protocol works
 };
 
 // The providers tried when NCCL_FABRIC_PROVIDER is empty, best first.
@@ -59,6 +61,8 @@ class Domain {
   uint64_t mr_mode() const { return static_cast<uint64_t>(info_->domain_attr->mr_mode); }
   size_t inject_size() const { return info_->tx_attr->inject_size; }
   uint64_t max_msg_size() const { return info_->ep_attr->max_msg_size; }
+  size_t cq_data_size() const { return info_->domain_attr->cq_data_size; }
+  bool rma() const { return (info_->caps & FI_RMA) != 0 && info_->domain_attr->cq_data_size >= 4; }
   const std::string& name() const { return name_; }
   // Keys for providers that do not choose them (no FI_MR_PROV_KEY): unique per domain.
   uint64_t next_requested_key() { return next_key_.fetch_add(1, std::memory_order_relaxed); }
@@ -79,11 +83,16 @@ struct MemReg {
   uint64_t key = 0;
   uintptr_t base = 0;
   size_t len = 0;
+  // What a peer subtracts from a virtual address to get the address fi_write takes: 0 with
+  // FI_MR_VIRT_ADDR, the registration's start otherwise (offset addressing).
+  uintptr_t remote_base = 0;
 };
 
 // Registers [buf, buf+len) for local send/recv as the provider's mr_mode demands
 // (FI_MR_LOCAL: a descriptor; FI_MR_ENDPOINT: bound to `ep`; no FI_MR_PROV_KEY: our key).
-Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out);
+// `remote`: also as the target of peers' RMA writes (always registered then, with a key).
+Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out,
+                       bool remote = false);
 void deregister_memory(MemReg* reg);
 
 // What a poll of the completion queue found.

@@ -6,6 +6,7 @@
 
 #include "fabric/errors.h"
 #include "proto/connect.h"
+#include "proto/rdma.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -38,6 +39,38 @@ Status our_address(const Comm& c, uint8_t* addr, size_t* len) {
   return Status::kOk;
 }
 
+const char* proto_names(uint8_t mask) {
+  switch (mask) {
+    case kProtoSendRecv: return "SENDRECV";
+    case kProtoRdma: return "RDMA";
+    case kProtoSendRecv | kProtoRdma: return "SENDRECV or RDMA";
+    default: return "nothing";
+  }
+}
+
+// Our rail addresses 1.. for the ProtoInfo block.
+Status rail_addresses(const Comm& c, size_t main_len, uint8_t (*out)[kMaxAddrLen]) {
+  for (int r = 1; r < c.sep->nrails; ++r) {
+    size_t len = kMaxAddrLen;
+    NF_CHECK(c.sep->rail(r)->name(out[r - 1], &len));
+    if (len != main_len) {
+      NF_WARN("rail %d's address is %zu bytes, rail 0's %zu", r, len, main_len);
+      return Status::kInternalError;
+    }
+  }
+  return Status::kOk;
+}
+
+// The connection's rails: addresses of the peer's rails 1.. from its ProtoInfo.
+Status insert_rails(Comm& c, const uint8_t* addr0, const ProtoInfo& p, int nrails) {
+  c.nrails = nrails;
+  c.peer_rail[0] = c.peer;
+  for (int r = 1; r < nrails; ++r)
+    NF_CHECK(c.sep->insert_rail_peer(r, p.rail_addr[r - 1], p.addr_len, &c.peer_rail[r]));
+  (void)addr0;
+  return Status::kOk;
+}
+
 // Answers a connect we refuse, so the sender fails at once instead of at its timeout.
 // The sender's comm id is at the same offset in every version; one out of range gets no answer.
 void send_nack(Comm& l, AckStatus why) {
@@ -47,7 +80,7 @@ void send_nack(Comm& l, AckStatus why) {
   if (!ok(l.sep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &a))) return;
   l.peer = a;
   encode_ack(l.ctrl->connect, why, &l.ctrl->ack);
-  if (ok(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(to, kCtrlAck), &l.ctrl_send)) &&
+  if (ok(ctrl_post(l, true, &l.ctrl->ack, ack_size(why), ctrl_tag(to, kCtrlAck), &l.ctrl_send)) &&
       l.ctrl_send)
     l.stage = kWaitNack;
 }
@@ -63,6 +96,7 @@ Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out
   encode_handle(random_u64(), env.prov_hash, l->id, addr, len, handle);
   memcpy(&l->handle, handle, sizeof(WireHandle));
   l->peer_name = "listener " + l->ep->address_text(addr, len);
+  l->offered = env.offered;
   l->stage = kPostRecv;
   *out = std::move(l);
   return Status::kOk;
@@ -107,10 +141,29 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       NF_WARN("%s refused a connection from a peer on another libfabric provider; set "
               "NCCL_FABRIC_PROVIDER the same on every node", l.peer_name.c_str());
       send_nack(l, AckStatus::kProviderMismatch);
+    } else if ((l.ctrl->connect.proto.protocols & l.offered) == 0) {
+      NF_WARN("%s refused a connection: the peer accepts %s, this side %s; set "
+              "NCCL_FABRIC_PROTOCOL the same on every node (auto works everywhere)",
+              l.peer_name.c_str(), proto_names(l.ctrl->connect.proto.protocols),
+              proto_names(l.offered));
+      send_nack(l, AckStatus::kNoCommonProtocol);
     } else {
-      NF_CHECK(l.sep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &l.peer));
-      l.peer_id = l.ctrl->connect.sender_id;
-      encode_ack(l.ctrl->connect, AckStatus::kOk, &l.ctrl->ack);
+      const ConnectMsg& cm = l.ctrl->connect;
+      const uint8_t common = cm.proto.protocols & l.offered;
+      l.proto = (common & kProtoRdma) ? kProtoRdma : kProtoSendRecv;
+      const int nrails = l.proto == kProtoRdma
+                             ? (cm.proto.nrails < l.sep->nrails ? cm.proto.nrails : l.sep->nrails)
+                             : 1;
+      NF_CHECK(l.sep->insert_peer(cm.addr, cm.addr_len, &l.peer));
+      NF_CHECK(insert_rails(l, cm.addr, cm.proto, nrails));
+      l.peer_id = cm.sender_id;
+      l.eager_max = l.proto == kProtoRdma
+                        ? static_cast<uint32_t>(params.get_int(ParamId::kEagerMax)) : 0;
+      uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
+      NF_CHECK(rail_addresses(l, cm.addr_len, rails));
+      encode_ack(cm, AckStatus::kOk, &l.ctrl->ack);
+      encode_proto(l.proto, static_cast<uint8_t>(nrails), l.eager_max, cm.addr_len, rails,
+                   &l.ctrl->ack.proto);
       NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(l.peer_id, kCtrlAck),
                          &l.ctrl_send));
       if (l.ctrl_send == nullptr) {
@@ -147,8 +200,17 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->peer = l.peer;
       rc->peer_name = rc->ep->address_text(rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
       rc->handle = l.handle;
+      rc->proto = l.proto;
+      rc->offered = l.offered;
+      rc->nrails = l.nrails;
+      for (int k = 0; k < kMaxRails; ++k) rc->peer_rail[k] = l.peer_rail[k];
+      rc->eager_max = l.eager_max;
+      if (rc->proto == kProtoRdma) NF_CHECK(rdma_setup(*rc));
       l.accepted = true;
-      NF_INFO(kSubsysNet, "accepted a connection from %s", rc->peer_name.c_str());
+      NF_INFO(kSubsysNet, "accepted a connection from %s: %s%s", rc->peer_name.c_str(),
+              rc->proto == kProtoRdma ? "RDMA" : "SENDRECV",
+              rc->proto == kProtoRdma ? (", " + std::to_string(rc->nrails) + " rail(s), eager up to " +
+                                         std::to_string(rc->eager_max) + " B").c_str() : "");
       *out = std::move(rc);
       return Status::kOk;
     }
@@ -193,7 +255,12 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
   c->peer_id = h.listen_id;
   c->handle = h;
   c->nonce = random_u64();
+  c->offered = env.offered;
   encode_connect(h, c->id, c->nonce, addr, len, &c->ctrl->connect);
+  uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
+  NF_CHECK(rail_addresses(*c, len, rails));
+  encode_proto(env.offered, static_cast<uint8_t>(c->sep->nrails), 0, len, rails,
+               &c->ctrl->connect.proto);
   c->started_ns = now_ns();
   c->stage = kPostAckRecv;
   *out = std::move(c);
@@ -231,10 +298,24 @@ Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
         NF_WARN("connect to %s: the reply belongs to another connection", c.peer_name.c_str());
         return Status::kRemoteError;
       }
+      const ProtoInfo& p = c.ctrl->ack.proto;
+      if ((p.protocols & c.offered) == 0 || p.nrails > c.sep->nrails ||
+          p.addr_len != c.handle.addr_len ||
+          (p.protocols == kProtoSendRecv && p.nrails != 1)) {
+        NF_WARN("connect to %s: the listener chose %s with %u rail(s); this side offered %s "
+                "with %d", c.peer_name.c_str(), proto_names(p.protocols), p.nrails,
+                proto_names(c.offered), c.sep->nrails);
+        return Status::kRemoteError;
+      }
+      c.proto = p.protocols;
+      NF_CHECK(insert_rails(c, c.handle.addr, p, p.nrails));
+      c.eager_max = p.eager_max;
+      if (c.proto == kProtoRdma) NF_CHECK(rdma_setup(c));
       request_release(c.ctrl_recv);
       request_release(c.ctrl_send);  // may still be in flight: released when it completes
       c.ctrl_recv = c.ctrl_send = nullptr;
-      NF_INFO(kSubsysNet, "connected to %s", c.peer_name.c_str());
+      NF_INFO(kSubsysNet, "connected to %s: %s, %d rail(s)", c.peer_name.c_str(),
+              c.proto == kProtoRdma ? "RDMA" : "SENDRECV", c.nrails);
       *done = true;
       return Status::kOk;
     }

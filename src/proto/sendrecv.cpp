@@ -6,17 +6,22 @@
 #include <rdma/fi_errno.h>
 
 #include "fabric/errors.h"
+#include "proto/rdma.h"
 #include "util/log.h"
 
 namespace nf {
 namespace {
 
+// Extra requests of a comm for the RDMA protocol's persistent receives.
+constexpr size_t kPersistentRequests = kEagerBufs > kCtsBufs ? kEagerBufs : kCtsBufs;
 // Two control requests (connect + ack) come on top of what NCCL may have in flight.
 constexpr size_t kCtrlRequests = 2;
 // Completion queue entries of a shared endpoint (rxm and shm queue what does not fit).
 constexpr size_t kSharedCqSize = 16384;
 // Progress passes a closing comm makes to reap its cancelled receives and its last sends.
 constexpr int kClosePasses = 64;
+
+}  // namespace
 
 Request* take_request(Comm& c, ReqType type, int n) {
   Request* r = c.pool->get();
@@ -37,7 +42,9 @@ Request* take_request(Comm& c, ReqType type, int n) {
     r->mhs[i] = nullptr;
     r->ops[i].req = r;
     r->ops[i].index = static_cast<uint32_t>(i);
+    r->op_len[i] = 0;
   }
+  r->cts_pending = false;
   return r;
 }
 
@@ -47,6 +54,8 @@ void fail_request(Request* r, Status s) {
     r->error = s;
   }
 }
+
+namespace {
 
 // Posts the receive operations a request still owes. Stops at -FI_EAGAIN (the rest is posted by a
 // later progress call, before any later receive: FIFO is kept).
@@ -69,6 +78,8 @@ Status post_recvs(Comm& c, Request* r) {
   return Status::kOk;
 }
 
+}  // namespace
+
 void defer(Comm& c, Request* r) {
   r->next_deferred = nullptr;
   if (c.deferred_tail) c.deferred_tail->next_deferred = r;
@@ -76,10 +87,12 @@ void defer(Comm& c, Request* r) {
   c.deferred_tail = r;
 }
 
+namespace {
+
 Status post_deferred(Comm& c) {
   while (c.deferred_head != nullptr) {
     Request* r = c.deferred_head;
-    Status s = post_recvs(c, r);
+    Status s = r->type == ReqType::kSend ? rdma_post_writes(c, r) : post_recvs(c, r);
     if (r->posted < r->n && ok(s)) return Status::kOk;  // still blocked
     c.deferred_head = r->next_deferred;
     if (c.deferred_head == nullptr) c.deferred_tail = nullptr;
@@ -89,14 +102,32 @@ Status post_deferred(Comm& c) {
   return Status::kOk;
 }
 
-void complete_op(OpCtx* op, size_t len) {
+void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
   Request* r = op->req;
+  const uint32_t idx = op->index;
+  if (r->type == ReqType::kSend && r->op_len[idx] != 0) {
+    sep.rail_load[r->op_rail[idx]] -= r->op_len[idx];
+    r->op_len[idx] = 0;
+  }
   if (r->zombie) {
     // Its comm has closed: the memory stays until the shared endpoint goes; nothing else to do.
     --r->in_flight;
     return;
   }
-  if (r->type == ReqType::kRecv || r->type == ReqType::kCtrlRecv) r->sizes[op->index] = len;
+  const size_t len = e != nullptr ? e->len : 0;
+  if (r->type == ReqType::kEagerRecv || r->type == ReqType::kCtsRecv) {
+    --r->in_flight;
+    r->posted = 0;
+    if (e != nullptr) rdma_on_persistent(r, *e);
+    return;
+  }
+  if (r->type == ReqType::kRecv && r->comm->proto == kProtoRdma) {
+    // The receive's clear-to-send went out.
+    --r->in_flight;
+    rdma_on_cts_sent(r);
+    return;
+  }
+  if (r->type == ReqType::kRecv || r->type == ReqType::kCtrlRecv) r->sizes[idx] = len;
   if (MemHandle* mh = r->mhs[op->index]) mh->uses.fetch_sub(1, std::memory_order_release);
   --r->in_flight;
   if (r->in_flight == 0 && r->posted == r->n) {
@@ -105,17 +136,18 @@ void complete_op(OpCtx* op, size_t len) {
   }
 }
 
-void fail_op(OpCtx* op, const CqError& err) {
+void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
   Request* r = op->req;
   if (r->zombie) {
-    complete_op(op, 0);
+    complete_op(sep, op, nullptr);
     return;
   }
   Comm& c = *r->comm;
   if (c.closing) {
     // A receive cancelled by the close: expected.
-    fail_request(r, Status::kInternalError);
-    complete_op(op, 0);
+    if (r->type != ReqType::kEagerRecv && r->type != ReqType::kCtsRecv)
+      fail_request(r, Status::kInternalError);
+    complete_op(sep, op, nullptr);
     return;
   }
   const Status s = status_for_cq_error(err.err);
@@ -126,8 +158,21 @@ void fail_op(OpCtx* op, const CqError& err) {
           r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ? "send" : "receive",
           c.peer_name.empty() ? "peer" : c.peer_name.c_str(), err.text.c_str(),
           hint[0] ? "; " : "", hint);
+  if (r->type == ReqType::kEagerRecv || r->type == ReqType::kCtsRecv) {
+    --r->in_flight;
+    r->posted = 0;
+    rdma_on_persistent_error(r);
+    return;
+  }
+  if (r->type == ReqType::kRecv && c.proto == kProtoRdma) {
+    // Its clear-to-send could not be delivered: the sender will never write.
+    fail_request(r, s);
+    --r->in_flight;
+    rdma_on_cts_sent(r);
+    return;
+  }
   fail_request(r, s);
-  complete_op(op, 0);
+  complete_op(sep, op, nullptr);
 }
 
 }  // namespace
@@ -144,6 +189,47 @@ Status SharedEp::insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out) {
   return Status::kOk;
 }
 
+Status SharedEp::insert_rail_peer(int rail, const uint8_t* addr, size_t len, fi_addr_t* out) {
+  if (rail == 0) return insert_peer(addr, len, out);
+  auto& map = rail_peers[rail - 1];
+  std::string key(reinterpret_cast<const char*>(addr), len);
+  auto it = map.find(key);
+  if (it != map.end()) {
+    *out = it->second;
+    return Status::kOk;
+  }
+  NF_CHECK(this->rail(rail)->insert_peer(addr, len, out));
+  map.emplace(std::move(key), *out);
+  return Status::kOk;
+}
+
+Status SharedEp::alloc_slot(Request* r) {
+  uint32_t s;
+  if (!free_slots.empty()) {
+    s = free_slots.back();
+    free_slots.pop_back();
+  } else if (slot_req.size() < kMaxSlots) {
+    s = static_cast<uint32_t>(slot_req.size());
+    slot_req.push_back(nullptr);
+    slot_gen.push_back(0);
+  } else {
+    NF_WARN("more than %u RDMA receives in flight on one endpoint", kMaxSlots);
+    return Status::kInternalError;
+  }
+  slot_req[s] = r;
+  r->slot = s;
+  r->gen = static_cast<uint8_t>(slot_gen[s] & 63u);
+  return Status::kOk;
+}
+
+void SharedEp::free_slot(Request* r) {
+  const uint32_t s = r->slot;
+  if (s >= slot_req.size() || slot_req[s] != r) return;
+  slot_req[s] = nullptr;
+  ++slot_gen[s];  // a late write for the old receive no longer matches
+  free_slots.push_back(s);
+}
+
 Status SharedEp::alloc_id(uint32_t* out) {
   if (next_id > kMaxCommId) {
     NF_WARN("more than %u comms on one endpoint: out of comm ids", kMaxCommId);
@@ -154,19 +240,31 @@ Status SharedEp::alloc_id(uint32_t* out) {
 }
 
 SharedEp::~SharedEp() {
-  // The endpoint first: closing it drops every operation still in flight; only then may the
+  // The endpoints first: closing them drops every operation still in flight; only then may the
   // memory the zombies kept go.
+  more.clear();
   ep.reset();
   for (Zombie& z : zombies) {
     for (MemReg& r : z.mrs) deregister_memory(&r);
-    for (auto& h : z.handles) deregister_memory(&h->reg);
+    for (auto& h : z.handles) {
+      deregister_memory(&h->reg);
+      for (MemReg& m : h->more) deregister_memory(&m);
+    }
   }
   zombies.clear();
 }
 
-Status shared_ep_open(std::shared_ptr<Domain> dom, std::shared_ptr<SharedEp>* out) {
+Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms,
+                      std::shared_ptr<SharedEp>* out) {
   std::shared_ptr<SharedEp> s(new SharedEp());
-  NF_CHECK(Endpoint::open(std::move(dom), kSharedCqSize, &s->ep));
+  NF_CHECK(Endpoint::open(doms[0], kSharedCqSize, &s->ep));
+  for (size_t r = 1; r < doms.size() && r < static_cast<size_t>(kMaxRails); ++r) {
+    std::unique_ptr<Endpoint> e;
+    NF_CHECK(Endpoint::open(doms[r], kSharedCqSize, &e));
+    s->more.push_back(std::move(e));
+  }
+  s->nrails = 1 + static_cast<int>(s->more.size());
+  s->wide_imm = s->ep->domain().cq_data_size() >= 8;
   *out = std::move(s);
   return Status::kOk;
 }
@@ -185,6 +283,7 @@ Comm::~Comm() {
   std::lock_guard<std::mutex> lock(sep->mu);
   if (pool) {
     closing = true;
+    rdma_close(*this);
     // Grouped receives not fully posted: what was never posted never will be.
     for (Request* r = deferred_head; r != nullptr;) {
       Request* next = r->next_deferred;
@@ -198,7 +297,8 @@ Comm::~Comm() {
     pool->for_each([&](Request* r) {
       if (r->state == ReqState::kFree || r->in_flight == 0) return;
       busy = true;
-      if (r->type != ReqType::kRecv && r->type != ReqType::kCtrlRecv) return;
+      if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend) return;
+      if (r->type == ReqType::kRecv && proto == kProtoRdma) return;  // only its CTS send is out
       for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
     });
     // Reap what the cancels and the provider give back, a bounded number of times.
@@ -221,14 +321,29 @@ Comm::~Comm() {
       z.ctrl = std::move(ctrl);
       z.mrs.push_back(ctrl_reg);
       ctrl_reg = MemReg();
+      if (rdma) {
+        z.mrs.push_back(rdma->cts_rx_reg);
+        z.mrs.push_back(rdma->cts_tx_reg);
+        z.mrs.push_back(rdma->bounce_reg);
+        rdma->cts_rx_reg = rdma->cts_tx_reg = rdma->bounce_reg = MemReg();
+        z.rdma = std::move(rdma);
+      }
       z.handles = std::move(retired);
       retired.clear();
       sep->zombies.push_back(std::move(z));
     }
   }
-  for (auto& h : retired) deregister_memory(&h->reg);
+  for (auto& h : retired) {
+    deregister_memory(&h->reg);
+    for (MemReg& m : h->more) deregister_memory(&m);
+  }
   retired.clear();
   deregister_memory(&ctrl_reg);
+  if (rdma) {
+    deregister_memory(&rdma->cts_rx_reg);
+    deregister_memory(&rdma->cts_tx_reg);
+    deregister_memory(&rdma->bounce_reg);
+  }
   pool.reset();
 }
 
@@ -239,7 +354,7 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
   // sees 32 x maxRecvs sends.
   size_t requests = kMaxRequests;
   if (role == CommRole::kSend) requests *= per_recv;
-  requests += kCtrlRequests;
+  requests += kCtrlRequests + kPersistentRequests;
   std::unique_ptr<Comm> c(new Comm(role, std::move(sep), requests, params));
   {
     std::lock_guard<std::mutex> lock(c->sep->mu);
@@ -272,25 +387,30 @@ Status comm_progress(Comm& c) {
   fi_cq_tagged_entry entries[128];
   CqError err;
   const int max = c.cq_batch < 128 ? c.cq_batch : 128;
-  for (;;) {
-    int n = c.ep->read(entries, max, &err);
-    if (n < 0) {
-      if (err.op_context != nullptr) {
-        fail_op(static_cast<OpCtx*>(err.op_context), err);
-        continue;
+  for (int rail = 0; rail < sep.nrails; ++rail) {
+    Endpoint* ep = sep.rail(rail);
+    for (;;) {
+      int n = ep->read(entries, max, &err);
+      if (n < 0) {
+        if (err.op_context != nullptr) {
+          fail_op(sep, static_cast<OpCtx*>(err.op_context), err);
+          continue;
+        }
+        NF_WARN("completion queue of the endpoint shared with %s failed: %s",
+                c.peer_name.c_str(), err.text.c_str());
+        sep.failed = Status::kSystemError;
+        return sep.failed;
       }
-      NF_WARN("completion queue of the endpoint shared with %s failed: %s", c.peer_name.c_str(),
-              err.text.c_str());
-      sep.failed = Status::kSystemError;
-      return sep.failed;
+      for (int i = 0; i < n; ++i) {
+        if (entries[i].op_context != nullptr)
+          complete_op(sep, static_cast<OpCtx*>(entries[i].op_context), &entries[i]);
+        else if (entries[i].flags & FI_REMOTE_CQ_DATA)
+          rdma_on_write(sep, entries[i]);  // a peer's RDMA write landed
+      }
+      if (n < max) break;
     }
-    for (int i = 0; i < n; ++i) {
-      // Events without a context (e.g. remote writes) carry nothing for this protocol.
-      if (entries[i].op_context != nullptr)
-        complete_op(static_cast<OpCtx*>(entries[i].op_context), entries[i].len);
-    }
-    if (n < max) break;
   }
+  if (c.rdma && c.rdma->n_repost > 0) rdma_retry_reposts(c);
   if (c.deferred_head != nullptr) return post_deferred(c);
   return Status::kOk;
 }
@@ -413,7 +533,9 @@ Status sr_test(Request* r, int* done, int* sizes) {
     case ReqState::kDone:
       *done = 1;
       if (sizes != nullptr) {
-        for (int i = 0; i < r->n; ++i)
+        // NCCL passes one int for a send: an RDMA send's n counts its writes, not buffers.
+        const int nsizes = r->type == ReqType::kSend ? 1 : r->n;
+        for (int i = 0; i < nsizes; ++i)
           sizes[i] = r->sizes[i] > static_cast<size_t>(INT_MAX) ? INT_MAX
                                                                 : static_cast<int>(r->sizes[i]);
       }
@@ -432,8 +554,17 @@ Status sr_reg_mr(Comm& c, void* data, size_t size, MemHandle** out) {
   std::unique_ptr<MemHandle> mh(new MemHandle());
   mh->magic = kMrMagic;
   mh->comm = &c;
-  NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), data, size, &mh->reg));
-  if (c.params.get_bool(ParamId::kTestDropDesc)) mh->reg.desc = nullptr;  // see the parameter's doc
+  const bool rdma = c.proto == kProtoRdma;
+  const bool remote = rdma && c.role == CommRole::kRecv;  // the peer writes into it
+  for (int r = 0; r < (rdma ? c.nrails : 1); ++r) {
+    Status s = register_memory(c.sep->rail(r)->domain(), c.sep->rail(r)->ep(), data, size,
+                               &mh->rail_reg(r), remote);
+    if (!ok(s)) {
+      for (int k = 0; k < r; ++k) deregister_memory(&mh->rail_reg(k));
+      return s;
+    }
+    if (c.params.get_bool(ParamId::kTestDropDesc)) mh->rail_reg(r).desc = nullptr;  // see its doc
+  }
   *out = mh.release();
   return Status::kOk;
 }
@@ -451,6 +582,7 @@ Status sr_dereg_mr(Comm& c, MemHandle* mh) {
     return Status::kOk;
   }
   deregister_memory(&mh->reg);
+  for (MemReg& m : mh->more) deregister_memory(&m);
   mh->magic = 0;
   delete mh;
   return Status::kOk;

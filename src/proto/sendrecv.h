@@ -40,7 +40,9 @@ struct OpCtx {
   uint32_t index;
 };
 
-enum class ReqType : uint8_t { kSend, kRecv, kCtrlSend, kCtrlRecv };
+// kEagerRecv (receiver's bounce buffers) and kCtsRecv (sender's clear-to-send buffers) are the
+// RDMA protocol's persistent receives: reposted after each message, never handed to NCCL.
+enum class ReqType : uint8_t { kSend, kRecv, kCtrlSend, kCtrlRecv, kEagerRecv, kCtsRecv };
 enum class ReqState : uint8_t { kFree, kPending, kDone, kError };
 
 struct Request {
@@ -62,6 +64,23 @@ struct Request {
   MemHandle* mhs[kMaxGroup];  // counted while an operation on them is in flight
   uint64_t tags[kMaxGroup];
   OpCtx ops[kMaxGroup];
+  // RDMA protocol. Receive: the completion slot its CTS announced, and per buffer the writes
+  // expected and seen. Send: the rail and length of each posted write.
+  uint32_t slot;
+  uint8_t gen;
+  uint8_t entries_left;     // buffers of the group not complete yet
+  bool cts_pending;         // its CTS send has not completed (a receive is done only after it)
+  uint32_t base;            // sequence number of the group's first buffer
+  uint8_t chunks_expected[kMaxGroup];
+  uint8_t chunks_got[kMaxGroup];
+  uint8_t entry_done[kMaxGroup];
+  uint8_t op_rail[kMaxGroup];
+  size_t op_len[kMaxGroup];
+  // Send: posting not finished (-FI_EAGAIN part way): the rest of the writes.
+  uint64_t raddr;
+  uint64_t rkeys[4];
+  uint32_t imm;
+  size_t chunk;
 };
 
 enum class CommRole : uint8_t { kListen, kSend, kRecv };
@@ -70,7 +89,9 @@ enum class CommRole : uint8_t { kListen, kSend, kRecv };
 struct MemHandle {
   uint32_t magic;
   Comm* comm;
-  MemReg reg;
+  MemReg reg;                // rail 0
+  MemReg more[kMaxRails - 1];  // rails 1.. (RDMA protocol)
+  MemReg& rail_reg(int r) { return r == 0 ? reg : more[r - 1]; }
   // Operations posted on it and not completed. deregMr runs on NCCL's service thread while the
   // progress thread posts and completes, so this is the one thing they share.
   std::atomic<int> uses{0};
@@ -84,11 +105,55 @@ struct CtrlBuf {
   uint8_t ack_slack[64];
 };
 
+// ---- RDMA protocol state of a comm (rdma.cpp) -------------------------------------------------
+constexpr int kEagerBufs = 16;       // receiver: bounce buffers kept posted
+constexpr int kCtsBufs = 32;         // sender: clear-to-send receives kept posted
+constexpr int kGroupRing = 64;       // sender: groups announced and not fully sent
+constexpr int kRecentTags = 16;      // sender: tags of its last messages (> a group's size)
+constexpr int kActiveRecvs = kMaxRequests + 2;
+
+// A group of receive buffers as a CTS announced it to the sender.
+struct SendGroup {
+  uint32_t base;
+  uint8_t n;
+  uint8_t gen;
+  uint16_t slot;
+  CtsEntry e[kMaxCtsEntries];
+};
+
+struct RdmaState {
+  // Sender.
+  uint32_t next_msg = 0;       // sequence number of the next isend
+  SendGroup groups[kGroupRing];  // announced, not fully sent; unordered
+  uint32_t g_count = 0;
+  int32_t recent_tags[kRecentTags] = {};  // tag of message m at m % kRecentTags
+  std::unique_ptr<CtsMsg[]> cts_rx;  // kCtsBufs
+  MemReg cts_rx_reg;
+  // Receiver.
+  uint32_t next_base = 0;
+  std::unique_ptr<CtsMsg[]> cts_tx;  // one per request of the pool
+  MemReg cts_tx_reg;
+  std::unique_ptr<uint8_t[]> bounce;  // kEagerBufs x eager_max
+  MemReg bounce_reg;
+  Request* active[kActiveRecvs];     // posted receives, to find the group of an eager message
+  int n_active = 0;
+  Request* held[kEagerBufs];         // eager messages whose group is not posted yet
+  int n_held = 0;
+  Request* repost[kEagerBufs + kCtsBufs];  // persistent receives -FI_EAGAIN refused
+  int n_repost = 0;
+  Status error = Status::kOk;        // a CTS broke the protocol: every later isend fails
+  int warned = 0;
+  int cts_fault = 0;                 // NCCL_FABRIC_TEST_CTS_FAULT
+  size_t min_chunk = 65536;
+  bool bufs_posted = false;
+};
+
 // What a closed comm leaves behind while the provider may still hold its operations: freed with
 // the shared endpoint, after the endpoint is closed.
 struct Zombie {
   std::unique_ptr<Pool<Request>> pool;
   std::unique_ptr<CtrlBuf> ctrl;
+  std::unique_ptr<RdmaState> rdma;
   std::vector<MemReg> mrs;
   std::vector<std::unique_ptr<MemHandle>> handles;
 };
@@ -96,7 +161,17 @@ struct Zombie {
 // The RDM endpoint all comms of one (plugin context, device) share.
 struct SharedEp {
   std::mutex mu;
-  std::unique_ptr<Endpoint> ep;
+  std::unique_ptr<Endpoint> ep;  // rail 0: every tagged message
+  // Rails 1.. (RDMA writes only). nrails counts rail 0.
+  std::vector<std::unique_ptr<Endpoint>> more;
+  int nrails = 1;
+  bool wide_imm = false;  // 8 bytes of remote CQ data: a write's length travels in the upper 4
+  uint64_t rail_load[kMaxRails] = {};  // bytes of writes in flight per rail
+  std::unordered_map<std::string, fi_addr_t> rail_peers[kMaxRails - 1];
+  // Completion slots of posted RDMA receives: the immediate data of a write names one.
+  std::vector<Request*> slot_req;
+  std::vector<uint8_t> slot_gen;
+  std::vector<uint32_t> free_slots;
   uint32_t next_id = 1;          // comm ids: 1 .. kMaxCommId
   Status failed = Status::kOk;   // sticky: the completion queue itself failed
   std::unordered_map<std::string, fi_addr_t> peers;  // address bytes -> AV entry: one per peer
@@ -107,12 +182,19 @@ struct SharedEp {
   SharedEp(const SharedEp&) = delete;
   SharedEp& operator=(const SharedEp&) = delete;
 
+  Endpoint* rail(int r) const { return r == 0 ? ep.get() : more[static_cast<size_t>(r - 1)].get(); }
+
   // Under mu.
   Status insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out);
+  Status insert_rail_peer(int rail, const uint8_t* addr, size_t len, fi_addr_t* out);
   Status alloc_id(uint32_t* out);
+  Status alloc_slot(Request* r);
+  void free_slot(Request* r);
 };
 
-Status shared_ep_open(std::shared_ptr<Domain> dom, std::shared_ptr<SharedEp>* out);
+// Opens the shared endpoint: rail r on doms[r] (several rails may share a domain).
+Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms,
+                      std::shared_ptr<SharedEp>* out);
 
 struct Comm {
   uint32_t magic = kCommMagic;
@@ -125,6 +207,12 @@ struct Comm {
   fi_addr_t peer = FI_ADDR_UNSPEC;
   std::string peer_name;        // printable peer address, for messages
   Params params;                // the creating context's snapshot: accept has no context
+  uint8_t proto = kProtoSendRecv;  // negotiated in the handshake
+  uint8_t offered = kProtoSendRecv;  // what this side accepts (connect's offer, listener's choice)
+  int nrails = 1;               // rails of this connection (RDMA), <= sep->nrails
+  fi_addr_t peer_rail[kMaxRails] = {FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC};
+  uint32_t eager_max = 0;       // send: the receiver's bounce size; recv: ours
+  std::unique_ptr<RdmaState> rdma;
   int max_recvs;
   int cq_batch;
   bool use_inject;
@@ -164,6 +252,11 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
 // Reads the shared completion queue and dispatches every completion (whichever comm it belongs
 // to); posts what c's grouped receives still owe. The caller holds c.sep->mu.
 Status comm_progress(Comm& c);
+
+// Shared with the RDMA protocol (rdma.cpp).
+Request* take_request(Comm& c, ReqType type, int n);
+void fail_request(Request* r, Status s);
+void defer(Comm& c, Request* r);
 
 Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out);
 Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,

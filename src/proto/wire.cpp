@@ -35,6 +35,9 @@ const char* ack_status_text(AckStatus s) {
     case AckStatus::kBadVersion: return "the listener speaks another wire version";
     case AckStatus::kProviderMismatch: return "the two sides use different libfabric providers";
     case AckStatus::kMalformed: return "the listener found the connect message malformed";
+    case AckStatus::kNoCommonProtocol:
+      return "no protocol both sides accept (NCCL_FABRIC_PROTOCOL=sendrecv on one side and rdma "
+             "on the other, or rdma forced where the provider cannot do it)";
   }
   return "unknown status";
 }
@@ -112,6 +115,7 @@ bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, 
     *why = fmt("connect message of %llu bytes, expected %llu", received_len, sizeof(ConnectMsg));
     return false;
   }
+  if (!decode_proto(m.proto, m.addr_len, why)) return false;
   if (m.checksum != wire_checksum(&m, offsetof(ConnectMsg, checksum))) {
     *why = "connect message checksum mismatch";
     return false;
@@ -125,6 +129,44 @@ bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, 
     return false;
   }
   return true;
+}
+
+void encode_proto(uint8_t protocols, uint8_t nrails, uint32_t eager_max, size_t addr_len,
+                  const uint8_t (*rail_addrs)[kMaxAddrLen], ProtoInfo* out) {
+  memset(out, 0, sizeof(*out));
+  out->magic = kProtoMagic;
+  out->protocols = protocols;
+  out->nrails = nrails;
+  out->addr_len = static_cast<uint16_t>(addr_len);
+  out->eager_max = eager_max;
+  for (int r = 1; r < nrails && r < kMaxRails; ++r)
+    memcpy(out->rail_addr[r - 1], rail_addrs[r - 1], addr_len);
+  out->checksum = wire_checksum(out, offsetof(ProtoInfo, checksum));
+}
+
+bool decode_proto(const ProtoInfo& p, size_t main_addr_len, std::string* why) {
+  if (p.magic != kProtoMagic || p.checksum != wire_checksum(&p, offsetof(ProtoInfo, checksum))) {
+    *why = "protocol block corrupted (magic or checksum)";
+    return false;
+  }
+  if ((p.protocols & ~(kProtoSendRecv | kProtoRdma)) != 0 || p.protocols == 0) {
+    *why = fmt("protocol mask 0x%llx names no known protocol", p.protocols);
+    return false;
+  }
+  if (p.nrails < 1 || p.nrails > kMaxRails) {
+    *why = fmt("rail count %llu out of range (1..%llu)", p.nrails, kMaxRails);
+    return false;
+  }
+  if (p.addr_len != main_addr_len) {
+    *why = fmt("rail address length %llu differs from the main address's %llu", p.addr_len,
+               main_addr_len);
+    return false;
+  }
+  return true;
+}
+
+size_t ack_size(AckStatus status) {
+  return status == AckStatus::kOk ? sizeof(AckMsg) : kAckRefusalSize;
 }
 
 void encode_ack(const ConnectMsg& m, AckStatus status, AckMsg* out) {
@@ -155,6 +197,15 @@ bool decode_ack(const AckMsg& m, size_t received_len, std::string* why) {
   }
   if (received_len != sizeof(AckMsg) || m.checksum != wire_checksum(&m, offsetof(AckMsg, checksum))) {
     *why = "handshake reply corrupted (size or checksum)";
+    return false;
+  }
+  std::string pwhy;
+  if (!decode_proto(m.proto, m.proto.addr_len, &pwhy)) {
+    *why = "handshake reply: " + pwhy;
+    return false;
+  }
+  if (m.proto.protocols != kProtoSendRecv && m.proto.protocols != kProtoRdma) {
+    *why = "handshake reply names no single protocol";
     return false;
   }
   return true;

@@ -7,7 +7,7 @@
 
 namespace nf {
 
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;
 constexpr uint32_t kHandleMagic = 0x4641424eu;   // "NBAF" in memory: nccl-fabric handle
 constexpr uint32_t kConnectMagic = 0x4e4e4f43u;  // "CONN"
 constexpr uint32_t kAckMagic = 0x4b434f41u;      // "AOCK"
@@ -21,6 +21,13 @@ constexpr uint64_t kTagCtrlBit = 1ull << 60;
 constexpr uint32_t kMaxCommId = (1u << 28) - 1;
 constexpr uint64_t kCtrlConnect = 1;
 constexpr uint64_t kCtrlAck = 2;
+constexpr uint64_t kCtrlCts = 3;
+// RDMA protocol eager messages: bit 61, the receiving comm's id, NCCL's tag (docs/protocol.md).
+constexpr uint64_t kTagEagerBit = 1ull << 61;
+constexpr uint64_t kTagLowMask = 0xffffffffull;
+inline uint64_t eager_tag(uint32_t comm_id, int tag) {
+  return kTagEagerBit | (static_cast<uint64_t>(comm_id) << 32) | static_cast<uint32_t>(tag);
+}
 inline uint64_t ctrl_tag(uint32_t comm_id, uint64_t kind) {
   return kTagCtrlBit | (static_cast<uint64_t>(comm_id) << 32) | kind;
 }
@@ -46,6 +53,27 @@ static_assert(offsetof(WireHandle, listen_id) == 20, "wire layout");
 static_assert(offsetof(WireHandle, addr) == 24, "wire layout");
 static_assert(offsetof(WireHandle, checksum) == 124, "wire layout");
 
+constexpr int kMaxRails = 4;
+constexpr uint32_t kProtoMagic = 0x544f5250u;
+constexpr uint8_t kProtoSendRecv = 0x1;  // protocol bits of ProtoInfo::protocols
+constexpr uint8_t kProtoRdma = 0x2;
+
+// What each side of a connection offers (ConnectMsg) and what the listener chose (AckMsg).
+struct ProtoInfo {
+  uint32_t magic;
+  uint8_t protocols;   // connect: those the connector accepts; ack: the one chosen
+  uint8_t nrails;      // connect: rails the connector has; ack: rails used (the smaller count)
+  uint16_t addr_len;   // of each rail address
+  uint32_t eager_max;  // ack: largest eager message the receiver takes (0: none); connect: 0
+  uint32_t reserved0;
+  uint8_t rail_addr[kMaxRails - 1][kMaxAddrLen];  // rails 1..3 (rail 0's is the main address)
+  uint8_t reserved1[12];
+  uint32_t checksum;   // FNV-1a over every byte before it
+};
+static_assert(sizeof(ProtoInfo) == 320, "wire layout");
+static_assert(offsetof(ProtoInfo, rail_addr) == 16, "wire layout");
+static_assert(offsetof(ProtoInfo, checksum) == 316, "wire layout");
+
 // Sender to listener, tag kTagConnect: who I am, and proof that I was given the handle.
 struct ConnectMsg {
   uint32_t magic;
@@ -57,9 +85,11 @@ struct ConnectMsg {
   uint64_t nonce;  // echoed in the ack: ties it to this connect
   uint8_t addr[kMaxAddrLen];
   uint32_t reserved;
-  uint32_t checksum;
+  uint32_t checksum;  // FNV-1a over bytes 0..131
+  ProtoInfo proto;    // version 2 on
 };
-static_assert(sizeof(ConnectMsg) == 136, "wire layout");
+static_assert(sizeof(ConnectMsg) == 136 + sizeof(ProtoInfo), "wire layout");
+static_assert(offsetof(ConnectMsg, proto) == 136, "wire layout");
 static_assert(offsetof(ConnectMsg, sender_id) == 20, "wire layout");
 static_assert(offsetof(ConnectMsg, nonce) == 24, "wire layout");
 static_assert(offsetof(ConnectMsg, addr) == 32, "wire layout");
@@ -71,6 +101,7 @@ enum class AckStatus : uint16_t {
   kBadVersion = 2,
   kProviderMismatch = 3,
   kMalformed = 4,
+  kNoCommonProtocol = 5,
 };
 const char* ack_status_text(AckStatus s);
 
@@ -83,9 +114,11 @@ struct AckMsg {
   uint64_t token;
   uint64_t nonce;
   uint32_t reserved;
-  uint32_t checksum;
+  uint32_t checksum;  // FNV-1a over bytes 0..27
+  ProtoInfo proto;    // accepted connections only: a refusal is the first 32 bytes alone
 };
-static_assert(sizeof(AckMsg) == 32, "wire layout");
+constexpr size_t kAckRefusalSize = 32;
+static_assert(sizeof(AckMsg) == kAckRefusalSize + sizeof(ProtoInfo), "wire layout");
 static_assert(offsetof(AckMsg, status) == 6, "wire layout");
 static_assert(offsetof(AckMsg, checksum) == 28, "wire layout");
 
@@ -103,7 +136,70 @@ void encode_connect(const WireHandle& h, uint32_t sender_id, uint64_t nonce, con
 // A ConnectMsg's version is checked apart (bad_version), so the listener can answer it.
 bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, bool* bad_version);
 
+// Fills msg.proto (the connect's offer or the ack's choice); rail addresses of rails 1..nrails-1.
+void encode_proto(uint8_t protocols, uint8_t nrails, uint32_t eager_max, size_t addr_len,
+                  const uint8_t (*rail_addrs)[kMaxAddrLen], ProtoInfo* out);
+bool decode_proto(const ProtoInfo& p, size_t main_addr_len, std::string* why);
+
+// An ack with status kOk must carry its ProtoInfo (encode_proto) before it is sent; its length
+// is ack_size(status).
 void encode_ack(const ConnectMsg& m, AckStatus status, AckMsg* out);
+size_t ack_size(AckStatus status);
 bool decode_ack(const AckMsg& m, size_t received_len, std::string* why);
+
+// ---- RDMA protocol ----------------------------------------------------------------------------
+
+constexpr uint32_t kCtsMagic = 0x53544352u;
+constexpr int kMaxCtsEntries = 8;
+
+struct CtsHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t n;         // buffers in the group, 1..8
+  uint8_t nrails;
+  uint32_t base;     // sequence number of the group's first buffer
+  uint16_t slot;     // receiver's completion slot, echoed in every write's immediate data
+  uint8_t gen;       // the slot's generation (0..63), echoed too
+  uint8_t reserved;
+};
+static_assert(sizeof(CtsHeader) == 16, "wire layout");
+
+struct CtsEntry {
+  int32_t tag;
+  uint32_t reserved;
+  uint64_t size;              // capacity of the buffer
+  uint64_t addr;              // remote address as fi_writedata takes it
+  uint64_t key[kMaxRails];    // registration key per rail
+};
+static_assert(sizeof(CtsEntry) == 56, "wire layout");
+
+struct CtsMsg {
+  CtsHeader h;
+  CtsEntry e[kMaxCtsEntries];
+};
+inline size_t cts_size(int n) { return sizeof(CtsHeader) + static_cast<size_t>(n) * sizeof(CtsEntry); }
+
+// The remote CQ data of each RDMA write: 4 bytes (EFA's limit). Where the provider offers 8 bytes
+// of CQ data, the upper 4 carry the write's length, because fi_cq promises a length only for
+// receives (EFA reports it for writes too; tcp;ofi_rxm and shm do not).
+constexpr int kMaxChunks = 16;
+constexpr uint32_t kMaxSlots = 1u << 16;
+inline uint32_t imm_encode(uint32_t slot, uint32_t entry, uint32_t nchunks, uint32_t gen) {
+  return (slot & 0xffffu) | ((entry & 7u) << 16) | (((nchunks - 1) & 15u) << 19) | ((gen & 63u) << 23);
+}
+struct Imm {
+  uint32_t slot, entry, nchunks, gen;
+  bool reserved_set;
+};
+inline Imm imm_decode(uint64_t data) {
+  Imm i;
+  const uint32_t v = static_cast<uint32_t>(data);
+  i.slot = v & 0xffffu;
+  i.entry = (v >> 16) & 7u;
+  i.nchunks = ((v >> 19) & 15u) + 1;
+  i.gen = (v >> 23) & 63u;
+  i.reserved_set = (v >> 29) != 0;
+  return i;
+}
 
 }  // namespace nf

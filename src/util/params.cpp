@@ -30,7 +30,32 @@ const ParamDef kDefs[kParamCount] = {
     {ParamId::kTestDropDesc, "NCCL_FABRIC_TEST_DROP_DESC", ParamType::kBool, "0", 0, 1,
      "testing only: hand the provider no memory descriptors, breaking FI_MR_LOCAL on purpose so "
      "tests can show the mock provider's checker catches it"},
+    {ParamId::kProtocol, "NCCL_FABRIC_PROTOCOL", ParamType::kString, "auto", 0, 0,
+     "wire protocol: auto (RDMA where the provider offers RMA with remote CQ data, else "
+     "SENDRECV), sendrecv (tagged messages) or rdma (receiver-driven RDMA writes)"},
+    {ParamId::kEagerMax, "NCCL_FABRIC_EAGER_MAX", ParamType::kInt, "8192", 0, 65536,
+     "RDMA protocol: largest message sent at once into the receiver's bounce buffers, without "
+     "waiting for the receiver's clear-to-send; 0 disables eager sends"},
+    {ParamId::kMinChunk, "NCCL_FABRIC_MIN_CHUNK", ParamType::kInt, "65536", 128, 1073741824,
+     "RDMA protocol: smallest piece a message is split into to spread it over rails"},
+    {ParamId::kRails, "NCCL_FABRIC_RAILS", ParamType::kInt, "1", 1, 4,
+     "NICs (or endpoints) one NCCL device stands for; the RDMA protocol stripes large messages "
+     "over them"},
+    {ParamId::kTestCtsFault, "NCCL_FABRIC_TEST_CTS_FAULT", ParamType::kString, "none", 0, 0,
+     "testing only: the receiver corrupts every clear-to-send it sends (none, size, count, addr, "
+     "key) so tests can show the sender refuses it"},
 };
+
+// String parameters that take one of a fixed set of values.
+const char* const* choices_of(ParamId id) {
+  static const char* const kProtocols[] = {"auto", "sendrecv", "rdma", nullptr};
+  static const char* const kCtsFaults[] = {"none", "size", "count", "addr", "key", nullptr};
+  switch (id) {
+    case ParamId::kProtocol: return kProtocols;
+    case ParamId::kTestCtsFault: return kCtsFaults;
+    default: return nullptr;
+  }
+}
 
 bool parse_bool(const char* s, int64_t* out) {
   static const char* const kTrue[] = {"1", "true", "yes", "on"};
@@ -55,9 +80,25 @@ bool parse_param(const ParamDef& def, const char* text, int64_t* int_out, std::s
                  std::string* error) {
   char buf[512];
   switch (def.type) {
-    case ParamType::kString:
-      *str_out = text;
-      return true;
+    case ParamType::kString: {
+      const char* const* choices = choices_of(def.id);
+      if (choices == nullptr) {
+        *str_out = text;
+        return true;
+      }
+      std::string list;
+      for (const char* const* c = choices; *c != nullptr; ++c) {
+        if (strcasecmp(text, *c) == 0) {
+          *str_out = *c;
+          return true;
+        }
+        list += list.empty() ? "" : ", ";
+        list += *c;
+      }
+      snprintf(buf, sizeof(buf), "%s='%s' is not one of: %s", def.name, text, list.c_str());
+      *error = buf;
+      return false;
+    }
     case ParamType::kBool:
       if (parse_bool(text, int_out)) return true;
       snprintf(buf, sizeof(buf), "%s='%s' is not a boolean (use 0/1, true/false, yes/no, on/off)",

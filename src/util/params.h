@@ -18,6 +18,11 @@ enum class ParamId : int {
   kInject,
   kCqBatch,
   kTestDropDesc,
+  kProtocol,
+  kEagerMax,
+  kMinChunk,
+  kRails,
+  kTestCtsFault,
   kCount
 };
 

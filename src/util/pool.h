@@ -46,6 +46,11 @@ class Pool {
     return (static_cast<size_t>(c - lo) % sizeof(Slot)) == 0;
   }
 
+  // The position of an object of this pool (0 .. capacity-1).
+  size_t index_of(const T* p) const {
+    return static_cast<size_t>(reinterpret_cast<const Slot*>(p) - items_.get());
+  }
+
   size_t capacity() const { return capacity_; }
   size_t in_use() const { return in_use_; }
 

@@ -184,9 +184,12 @@ int close_in_flight_body(Side& s) {
   void* smh = nullptr;
   CHILD_CHECK(p.reg_mr(s.send_comms[0], big.data(), big.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
   void* sreq = nullptr;
-  CHILD_CHECK(post_send(p, s.send_comms[0], big.data(), big.size(), 2000, smh, &sreq) == 0, "isend");
+  // SENDRECV posts it at once; RDMA holds it (NULL request) until the receiver's clear-to-send.
+  CHILD_CHECK(p.isend(s.send_comms[0], big.data(), big.size(), 2000, smh, &sreq) == ncclSuccess,
+              "isend");
   int done = 0;
-  CHILD_CHECK(p.test(sreq, &done, nullptr) == ncclSuccess, "test of the unmatched send");
+  if (sreq != nullptr)
+    CHILD_CHECK(p.test(sreq, &done, nullptr) == ncclSuccess, "test of the unmatched send");
   CHILD_CHECK(p.dereg_mr(s.send_comms[0], smh) == ncclSuccess, "deregMr with a send in flight");
   return 0;  // close_side closes with the 8 receives still posted and the send in flight
 }

@@ -59,6 +59,10 @@ TEST_CASE("connect and ack messages are checked before use", "[wire]") {
   ConnectMsg m;
   encode_connect(h, 6, 77, kAddr, sizeof(kAddr), &m);
   bool bad_version = true;
+  // Version 2: without its protocol block the message is refused.
+  CHECK_FALSE(decode_connect(m, sizeof(m), &why, &bad_version));
+  const uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
+  encode_proto(kProtoSendRecv | kProtoRdma, 1, 0, sizeof(kAddr), rails, &m.proto);
   CHECK(decode_connect(m, sizeof(m), &why, &bad_version));
   CHECK_FALSE(bad_version);
   CHECK(m.token == 42);
@@ -66,7 +70,7 @@ TEST_CASE("connect and ack messages are checked before use", "[wire]") {
   CHECK_FALSE(decode_connect(m, sizeof(m) - 1, &why, &bad_version));  // truncated
   CHECK_FALSE(decode_connect(m, sizeof(m) + 8, &why, &bad_version));  // longer than ours
   ConnectMsg v = m;
-  v.version = 2;
+  v.version = 1;
   CHECK_FALSE(decode_connect(v, sizeof(v), &why, &bad_version));
   CHECK(bad_version);
   ConnectMsg a = m;
@@ -81,9 +85,21 @@ TEST_CASE("connect and ack messages are checked before use", "[wire]") {
     CHECK(why.find("sender id") != std::string::npos);
   }
 
+  ConnectMsg pr = m;  // a protocol block with an impossible rail count
+  encode_proto(kProtoRdma, kMaxRails + 1, 0, sizeof(kAddr), rails, &pr.proto);
+  CHECK_FALSE(decode_connect(pr, sizeof(pr), &why, &bad_version));
+  CHECK(why.find("rail count") != std::string::npos);
+  pr.proto.protocols = 0x80;  // corrupted after the checksum
+  CHECK_FALSE(decode_connect(pr, sizeof(pr), &why, &bad_version));
+
   AckMsg ack;
   encode_ack(m, AckStatus::kOk, &ack);
+  encode_proto(kProtoRdma, 1, 8192, sizeof(kAddr), rails, &ack.proto);
   CHECK(decode_ack(ack, sizeof(ack), &why));
+  CHECK_FALSE(decode_ack(ack, kAckRefusalSize, &why));  // an acceptance needs its block
+  encode_proto(kProtoRdma | kProtoSendRecv, 1, 8192, sizeof(kAddr), rails, &ack.proto);
+  CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));      // the listener must choose one
+  CHECK(ack_size(AckStatus::kBadToken) == kAckRefusalSize);
   CHECK(ack.nonce == 77);
   encode_ack(m, AckStatus::kBadToken, &ack);
   CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));
