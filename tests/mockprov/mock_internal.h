@@ -50,6 +50,9 @@ constexpr size_t kCqDataSize = 4;
 constexpr uint64_t kCqDataMax = 0xffffffffull;
 constexpr uint64_t kTagFormat = 0xAAAAAAAAAAAAAAAAull;  // FI_TAG_GENERIC
 constexpr int kMaxDomains = 32;
+static_assert(sizeof(mockefa_counters::nic_tx_bytes) / sizeof(uint64_t) == kMaxDomains &&
+                  sizeof(mockefa_counters::nic_tx_ops) / sizeof(uint64_t) == kMaxDomains,
+              "one per-NIC counter per domain index");
 constexpr size_t kMtu = 8928;
 constexpr size_t kLinkMtu = 8760;
 constexpr uint64_t kLinkSpeed = 100000000000ull;  // 100 Gb/s, what p4d/p5 NICs report

@@ -214,6 +214,8 @@ ssize_t post(Ep* ep, const PostArgs& a) {
   }
 
   gl.counters.tx_posted++;
+  gl.counters.nic_tx_ops[ep->domain->index]++;
+  gl.counters.nic_tx_bytes[ep->domain->index] += len;
   ep->tx_ops++;
   auto* op = new Op();
   op->id = gl.next_op_id++;

@@ -66,7 +66,8 @@ enum mockefa_fault {
 
 #define MOCKEFA_MAX_KINDS 32
 
-/* Process-wide counters; mockefa_reset_counters() zeroes everything except the open_* gauges. */
+/* Process-wide counters; mockefa_reset_counters() zeroes everything except the open_* gauges.
+ * New fields go at the end, so a test built against an older header still reads the old ones. */
 struct mockefa_counters {
 	uint64_t violations[MOCKEFA_MAX_KINDS]; /* by enum mockefa_violation */
 	uint64_t violations_total;
@@ -86,6 +87,13 @@ struct mockefa_counters {
 	uint64_t cq_reads;            /* fi_cq_read/readfrom calls */
 	/* Gauges: objects open right now (a plugin that leaks shows up here). */
 	uint64_t open_fabrics, open_domains, open_avs, open_cqs, open_eps, open_mrs;
+	/* Per NIC, by the domain index (0..31, as in mockefa_get_nic_info) of the endpoint that
+	 * posted the op: accepted transmit ops and their payload bytes. Transmit ops are send, senddata,
+	 * tsend, inject, write, writedata, inject_write (all variants) and read (counted at the
+	 * reader, whose NIC issues it). Counted when the post is accepted (returns 0), like
+	 * tx_posted, whether or not the op later completes in error; handshakes are not counted. */
+	uint64_t nic_tx_bytes[32];
+	uint64_t nic_tx_ops[32];
 };
 
 /* Fault knobs, per endpoint. An endpoint takes its knobs when it is opened (fi_endpoint):
