@@ -59,8 +59,8 @@ run() {
 # Argument handling
 # ---------------------------------------------------------------------------------------------
 run "--help exits 0" 0 '^usage: nccl-fabric-perf' --help
-for opt in --plugin --abi --device --provider --no-raw --raw-only -t -b -e -f -i -n -w --window \
-           --comms --group -r -c --timeout --listen --peer --mpi --csv --json --plot; do
+for opt in --plugin --abi --device --provider --protocol --no-raw --raw-only -t -b -e -f -i -n -w \
+           --window --comms --group -r -c --timeout --listen --peer --mpi --csv --json --plot; do
   grep -Eq -- "(^|[ ,])$opt([ ,=[]|$)" "$TMP/out.txt" || failed "--help does not document $opt"
 done
 run "unknown option" 2 "unknown option '--bogus'" --bogus
@@ -76,6 +76,12 @@ run "bad test name" 2 "unknown test 'foo'" -t foo
 run "--abi out of range" 2 "--abi needs" --abi 12
 run "--plugin without a path" 2 "--plugin needs a path" --plugin
 run "--no-raw with --raw-only" 2 "exclude each other" --no-raw --raw-only
+run "bad --protocol value" 2 "unknown protocol 'tcp' for --protocol" --protocol sendrecv,tcp
+run "--protocol with an empty item" 2 "has an empty item" --protocol sendrecv,,rdma
+run "--protocol without a list" 2 "--protocol needs a list" --protocol
+run "--protocol with --raw-only" 2 "--protocol and --raw-only exclude each other" \
+    --protocol rdma --raw-only
+run "two protocols need ncclNet v11" 2 "needs ncclNet v11" --protocol sendrecv,rdma --abi 9
 run "--listen with --peer" 2 "exclude each other" --listen 5000 --peer localhost:5000
 run "--peer without a port" 2 "HOST:PORT" --peer localhost
 if "$TOOL" --help | grep -q 'This build has MPI'; then
@@ -119,6 +125,36 @@ if run "sweep over loopback with -c (--csv)" 0 '' --plugin "$PLUGIN" --provider 
   else failed "CSV content:"; echo "$bad" | head -n 10; fi
 fi
 
+# --protocol: one plugin context per protocol (NCCL_FABRIC_PROTOCOL set before its init), each
+# with its own rows (mode plugin:PROTO) and ratio to the raw row of the same run. The plugin may
+# or may not honour the variable; the tool's part is the rows, which are checked here.
+PCSV="$TMP/protocols.csv"
+if run "--protocol sendrecv,rdma with -c (--csv)" 0 '' --plugin "$PLUGIN" --provider "$PROVIDER" \
+    --protocol sendrecv,rdma -b 8 -e 64K -f 8 -n 20 -w 2 -r 1 -c -t lat,bw --csv --timeout 30; then
+  cp "$TMP/out.txt" "$PCSV"
+  modes=$(tail -n +2 "$PCSV" | cut -d, -f2 | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')
+  [ "$modes" = "plugin:rdma=10 plugin:sendrecv=10 raw=10 " ] \
+    && pass "--protocol: 10 rows each of plugin:rdma, plugin:sendrecv and raw" \
+    || failed "--protocol: rows per mode are '$modes'"
+  # Each protocol's rows with the raw rows, as a plain plugin-and-raw CSV, through the checker.
+  for proto in sendrecv rdma; do
+    awk -F, -v OFS=, -v m="plugin:$proto" \
+        'NR == 1 || $2 == "raw" { print; next } $2 == m { $2 = "plugin"; print }' \
+        "$PCSV" > "$TMP/proto-$proto.csv"
+    bad=$(check_csv "$TMP/proto-$proto.csv" "lat bw" 20 11)
+    if [ -z "$bad" ]; then pass "--protocol: plugin:$proto rows and raw: every test and size, ratios, sane"
+    else failed "--protocol: plugin:$proto CSV content:"; echo "$bad" | head -n 10; fi
+  done
+fi
+if run "--protocol rdma,sendrecv (table)" 0 '^# test .* rdma/raw +sendrecv/raw$' --plugin "$PLUGIN" \
+    --provider "$PROVIDER" --protocol rdma,sendrecv -t bw -b 4K -n 10 -w 1 -r 1 --timeout 30; then
+  grep -Eq -- '-+ plugin:rdma -+ +-+ plugin:sendrecv -+ +-+ raw -+$' "$TMP/out.txt" \
+    && grep -q '^# protocols: rdma, sendrecv' "$TMP/out.txt" \
+    && [ "$(grep -E '^  bw +4 KiB' "$TMP/out.txt" | wc -w)" -eq 18 ] \
+    && pass "--protocol table: a block per protocol, raw, and a ratio column each" \
+    || { failed "--protocol table layout"; show "$TMP/out.txt"; }
+fi
+
 # The table (the default output) with several comms and grouped receives, plus --json.
 JSON="$TMP/groups.json"
 if run "--comms 2 --group 2 with -c (table and --json=FILE)" 0 '^  bibw +4 KiB +20 ' \
@@ -149,32 +185,49 @@ run "--raw-only needs no plugin" 0 '^  lat +1 KiB' --raw-only --plugin "$TMP/no-
     --provider "$PROVIDER" -b 1K -n 10 -w 1 -r 1 --timeout 30
 
 # Two "hosts" over loopback: --listen and --peer, the handles over a TCP socket.
-two_host_ok=0
-for attempt in 1 2 3; do
-  # Below the kernel's ephemeral range (32768 up), where the providers' own listeners live.
-  port=$(( 20000 + (RANDOM % 12000) ))
-  "$TIMEOUT" 90 "$TOOL" --listen "$port" --plugin "$PLUGIN" --provider "$PROVIDER" -t lat,bw -b 1K \
-      -e 64K -f 64 -n 20 -w 2 -r 1 -c --csv="$TMP/two.csv" --timeout 20 > "$TMP/r0.txt" 2>&1 &
-  r0=$!
-  sleep 0.5
-  if ! kill -0 "$r0" 2> /dev/null && grep -q 'cannot listen on port' "$TMP/r0.txt"; then
+# two_hosts NAME ROWS RANK0_ARGS...: rank 0 with those arguments writes ROWS CSV rows to two.csv;
+# rank 1 gets only --plugin and --timeout and takes the rest from rank 0's plan.
+two_hosts() {
+  local name=$1 rows=$2 ok=0 port r0 rc0 rc1
+  shift 2
+  for attempt in 1 2 3; do
+    # Below the kernel's ephemeral range (32768 up), where the providers' own listeners live.
+    port=$(( 20000 + (RANDOM % 12000) ))
+    "$TIMEOUT" 90 "$TOOL" --listen "$port" --plugin "$PLUGIN" --provider "$PROVIDER" "$@" \
+        --csv="$TMP/two.csv" --timeout 20 > "$TMP/r0.txt" 2>&1 &
+    r0=$!
+    sleep 0.5
+    if ! kill -0 "$r0" 2> /dev/null && grep -q 'cannot listen on port' "$TMP/r0.txt"; then
+      wait "$r0"
+      continue  # port taken: another one
+    fi
+    "$TIMEOUT" 90 "$TOOL" --peer "127.0.0.1:$port" --plugin "$PLUGIN" --timeout 20 > "$TMP/r1.txt" 2>&1
+    rc1=$?
     wait "$r0"
-    continue  # port taken: another one
+    rc0=$?
+    if [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ "$(tail -n +2 "$TMP/two.csv" | wc -l)" -eq "$rows" ] &&
+       grep -q '^# two hosts: rank 0 on' "$TMP/r0.txt"; then
+      ok=1
+    else
+      echo "    rank 0 (exit $rc0):"; show "$TMP/r0.txt"; echo "    rank 1 (exit $rc1):"; show "$TMP/r1.txt"
+    fi
+    break
+  done
+  if [ "$ok" -eq 1 ]; then
+    pass "$name, $rows CSV rows"
+    return 0
   fi
-  "$TIMEOUT" 90 "$TOOL" --peer "127.0.0.1:$port" --plugin "$PLUGIN" --timeout 20 > "$TMP/r1.txt" 2>&1
-  rc1=$?
-  wait "$r0"
-  rc0=$?
-  if [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ "$(tail -n +2 "$TMP/two.csv" | wc -l)" -eq 8 ] &&
-     grep -q '^# two hosts: rank 0 on' "$TMP/r0.txt"; then
-    two_host_ok=1
-  else
-    echo "    rank 0 (exit $rc0):"; show "$TMP/r0.txt"; echo "    rank 1 (exit $rc1):"; show "$TMP/r1.txt"
-  fi
-  break
-done
-[ "$two_host_ok" -eq 1 ] && pass "two hosts over loopback (--listen/--peer), 8 CSV rows" \
-  || failed "two hosts over loopback"
+  failed "$name"
+  return 1
+}
+two_hosts "two hosts over loopback (--listen/--peer)" 8 -t lat,bw -b 1K -e 64K -f 64 -n 20 -w 2 \
+    -r 1 -c
+# Rank 1 learns the protocols from rank 0's plan and creates the same contexts in the same order.
+if two_hosts "two hosts with rank 0's --protocol sendrecv,rdma" 6 --protocol sendrecv,rdma -t lat \
+    -b 1K -e 64K -f 64 -n 20 -w 2 -r 1 -c; then
+  [ "$(cut -d, -f2 "$TMP/two.csv" | grep -c '^plugin:')" -eq 4 ] \
+    && pass "two hosts: plugin:sendrecv and plugin:rdma rows" || failed "two hosts: protocol rows"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # --plot

@@ -410,6 +410,39 @@ Result make_result(Test t, const std::string& mode, const Options& o, size_t siz
   return r;
 }
 
+// One plugin context (v11: an init of its own; before: the process-wide one) and the comms on
+// it, which close before it is finalized.
+struct PluginContext {
+  nfc::NetPlugin plugin;
+  bool inited = false;
+  std::unique_ptr<PluginXport> x;
+  ~PluginContext() {
+    x.reset();
+    if (inited) plugin.finalize();
+  }
+};
+
+// Puts an environment variable back as it was (or unset) when it goes out of scope.
+class EnvRestore {
+ public:
+  explicit EnvRestore(const char* name) : name_(name) {
+    const char* v = getenv(name);
+    had_ = v != nullptr;
+    if (had_) value_ = v;
+  }
+  ~EnvRestore() {
+    if (had_) setenv(name_, value_.c_str(), 1);
+    else unsetenv(name_);
+  }
+  EnvRestore(const EnvRestore&) = delete;
+  EnvRestore& operator=(const EnvRestore&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string value_;
+};
+
 }  // namespace
 
 void run_rank(int rank, pid_t peer, Chan& chan, Options* op, std::vector<Result>* results) {
@@ -456,69 +489,78 @@ void run_rank(int rank, pid_t peer, Chan& chan, Options* op, std::vector<Result>
   Buffer rbuf = alloc_buffer(buf_len);
   Bench b{o, rank, chan, watch, sbuf.get(), rbuf.get(), stride, W, C, G};
 
-  // Plugin: load, init, the device, comms connected. Declared first so it is torn down last (the
-  // comms live in plugin_x, closed before finalize).
-  std::unique_ptr<nfc::NetPlugin> plugin;
-  struct Finalizer {
-    nfc::NetPlugin* p = nullptr;
-    ~Finalizer() {
-      if (p != nullptr) p->finalize();
-    }
-  } finalizer;
-  std::unique_ptr<PluginXport> plugin_x;
+  // Plugin: load, init, the device, comms connected: one context per transport of
+  // o.plugin_modes() ("plugin", or "plugin:PROTO" per --protocol value, NCCL_FABRIC_PROTOCOL set
+  // before its init). Declared first so they are torn down last.
+  std::vector<std::unique_ptr<PluginContext>> plugins;
   if (o.run_plugin) {
-    watch.begin("loading the plugin");
-    plugin.reset(new nfc::NetPlugin());
-    std::string err;
-    if (!plugin->load(o.plugin, o.abi, &err)) fail(err);
-    const std::string missing = missing_members(plugin->version(), plugin->table());
-    if (!missing.empty())
-      fail(o.plugin + ": ncclNetPlugin_v" + std::to_string(plugin->version()) +
-           " leaves members NCCL always calls NULL: " + missing);
-    info.plugin_path = o.plugin;
-    info.plugin_name = plugin->name() != nullptr ? plugin->name() : "";
-    info.abi = plugin->version();
-    watch.begin("plugin init");
-    ncclResult_t r = plugin->init();
-    if (r != ncclSuccess)
-      fail("plugin " + info.plugin_name + " init returned " + result_name(r) +
-           " (NCCL_FABRIC_PROVIDER='" + o.provider + "'; its WARN above, or NCCL_DEBUG=INFO, says "
-           "why)");
-    finalizer.p = plugin.get();
-    int ndev = 0;
-    if ((r = plugin->devices(&ndev)) != ncclSuccess) plugin_fail("devices", r);
-    if (ndev < 1)
-      fail("plugin " + info.plugin_name + " reports no devices (provider '" + o.provider +
-           "'; NCCL_DEBUG=INFO says why)");
-    if (o.device >= ndev)
-      fail("--device " + std::to_string(o.device) + ": plugin " + info.plugin_name + " has " +
-           std::to_string(ndev) + " device" + (ndev == 1 ? "" : "s"));
-    // As NCCL's topology detection does: the properties of every device.
-    nfc::NetProps props;
-    for (int d = 0; d < ndev; ++d) {
-      nfc::NetProps p;
-      if ((r = plugin->properties(d, &p)) != ncclSuccess)
-        fail("plugin getProperties(" + std::to_string(d) + ") returned " + result_name(r));
-      if (d == o.device) props = p;
+    const std::vector<std::string> modes = o.plugin_modes();
+    EnvRestore protocol_env("NCCL_FABRIC_PROTOCOL");  // as it was, once every context read its own
+    for (size_t k = 0; k < modes.size(); ++k) {
+      const std::string proto = o.protocols.empty() ? std::string() : o.protocols[k];
+      watch.begin("loading the plugin");
+      plugins.emplace_back(new PluginContext());
+      nfc::NetPlugin& plugin = plugins.back()->plugin;
+      std::string err;
+      if (!plugin.load(o.plugin, o.abi, &err)) fail(err);  // the same library each time
+      const std::string missing = missing_members(plugin.version(), plugin.table());
+      if (!missing.empty())
+        fail(o.plugin + ": ncclNetPlugin_v" + std::to_string(plugin.version()) +
+             " leaves members NCCL always calls NULL: " + missing);
+      info.plugin_path = o.plugin;
+      info.plugin_name = plugin.name() != nullptr ? plugin.name() : "";
+      info.abi = plugin.version();
+      // Before v11 init sets up one context for the process, which reads the environment once:
+      // a second protocol would silently run as the first.
+      if (modes.size() > 1 && plugin.version() < 11)
+        fail("--protocol with more than one value needs ncclNet v11 (a context per init), but " +
+             o.plugin + " is used through ncclNetPlugin_v" + std::to_string(plugin.version()) +
+             " (one process-wide context): run once per protocol");
+      if (!proto.empty()) setenv("NCCL_FABRIC_PROTOCOL", proto.c_str(), 1);
+      watch.begin(modes[k] + " init");
+      ncclResult_t r = plugin.init();
+      if (r != ncclSuccess)
+        fail("plugin " + info.plugin_name + " init returned " + result_name(r) +
+             " (NCCL_FABRIC_PROVIDER='" + o.provider + "'" +
+             (proto.empty() ? std::string() : ", NCCL_FABRIC_PROTOCOL='" + proto + "'") +
+             "; its WARN above, or NCCL_DEBUG=INFO, says why)");
+      plugins.back()->inited = true;
+      int ndev = 0;
+      if ((r = plugin.devices(&ndev)) != ncclSuccess) plugin_fail("devices", r, modes[k]);
+      if (ndev < 1)
+        fail("plugin " + info.plugin_name + " reports no devices (provider '" + o.provider +
+             "'; NCCL_DEBUG=INFO says why)");
+      if (o.device >= ndev)
+        fail("--device " + std::to_string(o.device) + ": plugin " + info.plugin_name + " has " +
+             std::to_string(ndev) + " device" + (ndev == 1 ? "" : "s"));
+      // As NCCL's topology detection does: the properties of every device.
+      nfc::NetProps props;
+      for (int d = 0; d < ndev; ++d) {
+        nfc::NetProps p;
+        if ((r = plugin.properties(d, &p)) != ncclSuccess)
+          fail("plugin getProperties(" + std::to_string(d) + ") returned " + result_name(r));
+        if (d == o.device) props = p;
+      }
+      info.device = props.name;
+      info.dev_index = o.device;
+      info.ndev = ndev;
+      info.max_recvs = props.max_recvs;
+      info.max_comms = props.max_comms;
+      info.speed = props.speed;
+      if (props.max_p2p_bytes != 0 && props.max_p2p_bytes < o.max_size())
+        fail("plugin device " + std::to_string(o.device) + " takes messages of at most " +
+             std::to_string(props.max_p2p_bytes) + " bytes (maxP2pBytes)");
+      if (G > props.max_recvs)
+        fail("--group " + std::to_string(G) + " needs grouped receives of " + std::to_string(G) +
+             " buffers, but plugin " + info.plugin_name + " offers maxRecvs " +
+             std::to_string(props.max_recvs) + " (use --raw-only, or a smaller --group)");
+      if (props.max_comms > 0 && C > props.max_comms)
+        fail("--comms " + std::to_string(C) + " is more than the plugin's maxComms (" +
+             std::to_string(props.max_comms) + ")");
+      // Both ranks create the contexts in the same order: the handle exchanges pair up.
+      plugins.back()->x.reset(new PluginXport(plugin, modes[k], rank, C, b.slots()));
+      plugins.back()->x->connect(o.device, chan, watch);
     }
-    info.device = props.name;
-    info.dev_index = o.device;
-    info.ndev = ndev;
-    info.max_recvs = props.max_recvs;
-    info.max_comms = props.max_comms;
-    info.speed = props.speed;
-    if (props.max_p2p_bytes != 0 && props.max_p2p_bytes < o.max_size())
-      fail("plugin device " + std::to_string(o.device) + " takes messages of at most " +
-           std::to_string(props.max_p2p_bytes) + " bytes (maxP2pBytes)");
-    if (G > props.max_recvs)
-      fail("--group " + std::to_string(G) + " needs grouped receives of " + std::to_string(G) +
-           " buffers, but plugin " + info.plugin_name + " offers maxRecvs " +
-           std::to_string(props.max_recvs) + " (use --raw-only, or a smaller --group)");
-    if (props.max_comms > 0 && C > props.max_comms)
-      fail("--comms " + std::to_string(C) + " is more than the plugin's maxComms (" +
-           std::to_string(props.max_comms) + ")");
-    plugin_x.reset(new PluginXport(*plugin, rank, C, b.slots()));
-    plugin_x->connect(o.device, chan, watch);
   }
 
   std::unique_ptr<RawXport> raw_x;
@@ -539,7 +581,7 @@ void run_rank(int rank, pid_t peer, Chan& chan, Options* op, std::vector<Result>
 
   // The transports in the order each row measures them.
   std::vector<Xport*> xs;
-  if (plugin_x) xs.push_back(plugin_x.get());
+  for (const auto& pc : plugins) xs.push_back(pc->x.get());
   if (raw_x) xs.push_back(raw_x.get());
   watch.begin("memory registration");
   for (Xport* x : xs) x->reg(b.sbuf, b.rbuf, buf_len);

@@ -41,6 +41,18 @@ std::vector<size_t> Options::sizes_for(Test t) const {
   return {64 * KiB, 1 * MiB, 4 * MiB};
 }
 
+std::vector<std::string> Options::plugin_modes() const {
+  if (!run_plugin) return {};
+  if (protocols.empty()) return {"plugin"};
+  std::vector<std::string> m;
+  for (const std::string& p : protocols) m.push_back("plugin:" + p);
+  return m;
+}
+
+bool valid_protocol(const std::string& p) {
+  return p == "auto" || p == "sendrecv" || p == "rdma";
+}
+
 size_t Options::max_size() const {
   size_t m = 8;
   for (Test t : tests)
@@ -90,6 +102,11 @@ void usage(FILE* f) {
 "  --provider NAME    libfabric provider for the raw transport, and NCCL_FABRIC_PROVIDER for\n"
 "                     the plugin (default: NCCL_FABRIC_PROVIDER if set, else '%s'); with\n"
 "                     another plugin, name the provider it uses so that raw compares\n"
+"  --protocol LIST    comma-separated NCCL_FABRIC_PROTOCOL values: sendrecv, rdma, auto. Each\n"
+"                     gets a plugin context of its own (the variable set before its init)\n"
+"                     and its own rows/columns, plugin:PROTO, measured alternately with the\n"
+"                     others and raw; more than one needs ncclNet v11 (default: the plugin's\n"
+"                     own choice, one context)\n"
 "  --no-raw           plugin only\n"
 "  --raw-only, --raw  raw libfabric only (no plugin needed)\n"
 "\n"
@@ -177,7 +194,7 @@ std::string real_path(const std::string& p) {
 const char* const kBenchOpts[] = {
     "-t", "--tests", "-b", "--minbytes", "-e", "--maxbytes", "-f", "--stepfactor", "-i",
     "--stepbytes", "-n", "--iters", "-w", "--warmup", "--window", "--comms", "--group", "-r",
-    "--rounds", "-c", "--check", "--no-raw", "--raw-only", "--raw"};
+    "--rounds", "-c", "--check", "--no-raw", "--raw-only", "--raw", "--protocol", "--protocols"};
 
 }  // namespace
 
@@ -271,6 +288,22 @@ int parse_args(int argc, char** argv, Options* o) {
       if (!value(&v) || v.empty()) return bad("--provider needs a provider name");
       o->provider = v;
       o->provider_given = true;
+    } else if (a == "--protocol" || a == "--protocols") {
+      if (!value(&v) || v.empty())
+        return bad("--protocol needs a list of sendrecv, rdma, auto (e.g. sendrecv,rdma)");
+      o->protocols.clear();
+      std::stringstream ss(v);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (item.empty())
+          return bad("--protocol '" + v + "' has an empty item (e.g. sendrecv,rdma)");
+        if (!valid_protocol(item))
+          return bad("unknown protocol '" + item + "' for --protocol (sendrecv, rdma or auto)");
+        if (std::find(o->protocols.begin(), o->protocols.end(), item) == o->protocols.end())
+          o->protocols.push_back(item);
+      }
+      if (o->protocols.empty() || v.back() == ',')
+        return bad("--protocol needs a list of sendrecv, rdma, auto (e.g. sendrecv,rdma)");
     } else if (a == "--no-raw") {
       if (!flag()) return bad(a + " takes no value");
       o->run_raw = false;
@@ -413,6 +446,12 @@ int parse_args(int argc, char** argv, Options* o) {
   if (!o->plot_inputs.empty()) return -1;  // only a plot: the rest does not matter
 
   if (!o->run_plugin && !o->run_raw) return bad("--no-raw and --raw-only exclude each other");
+  if (!o->run_plugin && !o->protocols.empty())
+    return bad("--protocol and --raw-only exclude each other (the protocol is the plugin's)");
+  if (o->abi != 0 && o->abi < 11 && o->protocols.size() > 1)
+    return bad("--protocol with more than one value needs ncclNet v11 (a context per init); "
+               "--abi " + std::to_string(o->abi) + " has one process-wide context: run once "
+               "per protocol");
   if (o->listen_port > 0 && !o->peer_host.empty())
     return bad("--listen and --peer exclude each other (one host listens, the other peers)");
   if (o->mpi && o->two_host())
@@ -492,10 +531,13 @@ bool resolve_plugin(Options* o, std::string* err) {
 // The plan: rank 0 sends it, rank 1 runs it. Text, one key=value a line.
 // ------------------------------------------------------------------------------------------------
 
+// Plan 2 is plan 1 with protocols=: rank 0 sends it only with --protocol, so that a rank 1 of an
+// older version still runs the plans it understands and refuses the others.
 static const char kPlanMagic[] = "nccl-fabric-perf plan 1";
+static const char kPlanMagic2[] = "nccl-fabric-perf plan 2";
 
 std::string plan_text(const Options& o) {
-  std::string t = std::string(kPlanMagic) + "\n";
+  std::string t = std::string(o.protocols.empty() ? kPlanMagic : kPlanMagic2) + "\n";
   auto kv = [&](const char* k, const std::string& v) { t += std::string(k) + "=" + v + "\n"; };
   kv("provider", o.provider);
   kv("plugin", o.run_plugin ? "1" : "0");
@@ -514,19 +556,26 @@ std::string plan_text(const Options& o) {
   kv("group", std::to_string(o.group));
   kv("rounds", std::to_string(o.rounds));
   kv("check", o.check ? "1" : "0");
+  if (!o.protocols.empty()) {
+    std::string protos;
+    for (const std::string& p : o.protocols) protos += (protos.empty() ? "" : ",") + p;
+    kv("protocols", protos);
+  }
   return t;
 }
 
 bool adopt_plan(const std::string& text, Options* o, std::string* err) {
   std::stringstream ss(text);
   std::string line;
-  if (!std::getline(ss, line) || line != kPlanMagic) {
+  if (!std::getline(ss, line) || (line != kPlanMagic && line != kPlanMagic2)) {
     *err = "rank 0 sent a plan this version does not understand (both sides must run the same "
            "version of " + std::string(kProg) + ")";
     return false;
   }
+  const bool with_protocols = line == kPlanMagic2;
   Options p = *o;
   p.sizes.clear();
+  p.protocols.clear();
   while (std::getline(ss, line)) {
     const size_t eq = line.find('=');
     if (eq == std::string::npos) continue;
@@ -565,6 +614,16 @@ bool adopt_plan(const std::string& text, Options* o, std::string* err) {
         else if (item == "bw") p.tests.push_back(Test::kBw);
         else if (item == "bibw") p.tests.push_back(Test::kBibw);
       }
+    } else if (k == "protocols") {
+      std::stringstream ts(v);
+      std::string item;
+      while (std::getline(ts, item, ',')) {
+        if (!valid_protocol(item)) {
+          *err = "rank 0 sent an unknown protocol '" + item + "'";
+          return false;
+        }
+        p.protocols.push_back(item);
+      }
     } else if (k == "sizes") {
       std::stringstream ts(v);
       std::string item;
@@ -577,7 +636,8 @@ bool adopt_plan(const std::string& text, Options* o, std::string* err) {
       }
     }
   }
-  if (p.tests.empty() || (p.sweep && p.sizes.empty())) {
+  if (p.tests.empty() || (p.sweep && p.sizes.empty()) ||
+      with_protocols == p.protocols.empty()) {
     *err = "rank 0 sent an incomplete plan";
     return false;
   }

@@ -59,6 +59,9 @@ struct Options {
 
   // The plan: in a two-host run rank 1 takes rank 0's.
   bool run_plugin = true, run_raw = true;
+  // --protocol: NCCL_FABRIC_PROTOCOL for each plugin context, one context (and one set of comms)
+  // per value, measured side by side. Empty: the plugin's default, one context, mode "plugin".
+  std::vector<std::string> protocols;
   std::vector<Test> tests = {Test::kLat, Test::kBw};
   bool sweep = false;       // -b/-e/-f/-i given: every test at every size of `sizes`
   std::vector<size_t> sizes;
@@ -73,6 +76,8 @@ struct Options {
   static constexpr long kBwMinIters = 20, kBwMaxIters = 5000;  // ...within these iterations
 
   bool two_host() const { return listen_port > 0 || !peer_host.empty(); }
+  // The plugin's transports as rows and columns name them: "plugin", or "plugin:PROTO" each.
+  std::vector<std::string> plugin_modes() const;
   int timeout_ms() const { return timeout_s * 1000; }
   std::vector<size_t> sizes_for(Test t) const;
   size_t max_size() const;
@@ -94,6 +99,10 @@ bool adopt_plan(const std::string& text, Options* o, std::string* err);
 
 // "64K", "1M", "8", "4 MiB": bytes (powers of 1024). False on junk, 0 or above kMaxSize.
 bool parse_size(const std::string& s, size_t* out);
+// NCCL_FABRIC_PROTOCOL's values: auto, sendrecv, rdma.
+bool valid_protocol(const std::string& p);
+// A plugin row's mode: "plugin" or "plugin:PROTO".
+inline bool is_plugin_mode(const std::string& m) { return m.rfind("plugin", 0) == 0; }
 std::string size_text(size_t n);  // "64 KiB"
 std::string fmt_g(double v);      // %.3g, or "-" for a negative value
 
@@ -113,7 +122,7 @@ double cpu_seconds();  // CLOCK_PROCESS_CPUTIME_ID: every thread of this process
 // One measured row: a test at a size on one transport.
 struct Result {
   std::string test;  // lat, bw, bibw
-  std::string mode;  // plugin, raw
+  std::string mode;  // plugin (or plugin:PROTO with --protocol), raw
   size_t size = 0;   // bytes of one message
   size_t iters = 0;
   int group = 1, comms = 1, window = 1;
@@ -121,7 +130,7 @@ struct Result {
   double gbps = 0;      // 1e9 bytes/s; bibw counts both directions
   double cpu_s[2] = {0, 0};       // CPU seconds of each rank over the timed part
   double cpu_per_gb[2] = {0, 0};  // those per 1e9 bytes moved
-  double vs_raw = -1;   // plugin rows when raw ran too: plugin GB/s / raw GB/s
+  double vs_raw = -1;   // plugin rows when raw ran too: plugin GB/s / raw GB/s (same row)
   std::string label;    // where it came from (plots)
 };
 

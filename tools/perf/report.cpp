@@ -1,5 +1,6 @@
 #include "perf/report.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -41,6 +42,19 @@ std::string json_str(const std::string& s) {
     }
   }
   return q + "\"";
+}
+
+// The transports of a row, in the order the row measures them and the table shows them.
+std::vector<std::string> modes_of(const Options& o) {
+  std::vector<std::string> m = o.plugin_modes();
+  if (o.run_raw) m.push_back("raw");
+  return m;
+}
+
+// The title of a plugin mode's ratio column: "plugin/raw", or "PROTO/raw" for "plugin:PROTO".
+std::string ratio_title(const std::string& mode) {
+  const size_t colon = mode.find(':');
+  return (colon == std::string::npos ? mode : mode.substr(colon + 1)) + "/raw";
 }
 
 std::string num(double v, const char* fmt = "%.6g") {
@@ -91,6 +105,16 @@ void Report::header(const RunInfo& info) {
            info_.ndev, info_.device.c_str(), info_.max_recvs, info_.max_comms);
   else
     printf("raw libfabric only");
+  if (o.run_plugin && !o.protocols.empty()) {
+    std::string list;
+    for (const std::string& p : o.protocols) list += (list.empty() ? "" : ", ") + p;
+    if (o.protocols.size() == 1)
+      printf("\n# protocol: %s (NCCL_FABRIC_PROTOCOL set before the plugin's init; rows "
+             "plugin:%s)", list.c_str(), list.c_str());
+    else
+      printf("\n# protocols: %s: a plugin context each, NCCL_FABRIC_PROTOCOL set before its "
+             "init (rows plugin:PROTO)", list.c_str());
+  }
   printf("\n# libfabric %u.%u", FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
   if (o.run_raw)
     printf(", raw endpoint on domain \"%s\" (inject %zu B%s, mr_mode 0x%llx)",
@@ -108,36 +132,43 @@ void Report::header(const RunInfo& info) {
   printf("# window %d per comm and direction, %d comm%s%s, group %d%s\n", o.window, o.comms,
          o.comms == 1 ? "" : "s", o.comms > 1 ? " (operations round-robin)" : "", o.group,
          o.group > 1 ? " (one irecv of that many buffers and tags per operation)" : "");
+  const std::vector<std::string> modes = modes_of(o);
+  std::string alternating;
+  for (size_t i = 0; modes.size() > 1 && i < modes.size(); ++i)
+    alternating += std::string(i == 0 ? (o.protocols.empty() ? ", " : ",\n#   ")
+                               : i + 1 == modes.size() ? " and " : ", ") + modes[i];
+  if (!alternating.empty()) alternating += " alternating";
   printf("# lat: ping-pong, time = half the round trip (median); bw: rank 0 sends, time = its\n"
          "#   clock from first send to rank 1's ack, per operation; bibw: both send at once, GB/s\n"
          "#   counts both directions. GB/s = 1e9 bytes/s. cpu0/cpu1: CPU seconds of rank 0/1 (all\n"
          "#   threads) per 1e9 bytes moved. Each row: best of %d round%s%s.\n",
-         o.rounds, o.rounds == 1 ? "" : "s",
-         o.run_plugin && o.run_raw ? ", plugin and raw alternating" : "");
-  if (o.run_plugin && o.run_raw)
+         o.rounds, o.rounds == 1 ? "" : "s", alternating.c_str());
+  if (o.run_plugin && o.run_raw && o.protocols.empty())
     printf("# plugin/raw: plugin GB/s over raw GB/s (for lat: raw time over plugin time); 1.0 is "
            "ideal, lower is worse\n");
+  else if (o.run_plugin && o.run_raw)
+    printf("# PROTO/raw: plugin:PROTO GB/s over raw GB/s of the same row (for lat: raw time over\n"
+           "#   plugin:PROTO time); 1.0 is ideal, lower is worse\n");
   printf("#\n");
-  const char* modes[2] = {o.run_plugin ? "plugin" : nullptr, o.run_raw ? "raw" : nullptr};
   printf("# %-26s", "");
-  for (const char* m : modes) {
-    if (m == nullptr) continue;
-    std::string title = std::string(" ") + m + " ";
+  for (const std::string& m : modes) {
+    std::string title = " " + m + " ";
     const size_t w = 42;
     const size_t left = (w - title.size()) / 2;
     printf("  %s%s%s", std::string(left, '-').c_str(), title.c_str(),
            std::string(w - left - title.size(), '-').c_str());
   }
   printf("\n# %-4s %9s %9s", "test", "size", "iters");
-  for (const char* m : modes)
-    if (m != nullptr) printf("  %10s %9s %10s %10s", "time(us)", "GB/s", "cpu0 s/GB", "cpu1 s/GB");
-  if (o.run_plugin && o.run_raw) printf("  %10s", "plugin/raw");
+  for (size_t i = 0; i < modes.size(); ++i)
+    printf("  %10s %9s %10s %10s", "time(us)", "GB/s", "cpu0 s/GB", "cpu1 s/GB");
+  if (o.run_plugin && o.run_raw)
+    for (const std::string& m : o.plugin_modes()) printf("  %10s", ratio_title(m).c_str());
   printf("\n");
   fflush(stdout);
 }
 
 void Report::csv_row(const Result& r) {
-  const bool plugin = r.mode == "plugin";
+  const bool plugin = is_plugin_mode(r.mode);
   fprintf(csv_, "%s,%s,%zu,%zu,%d,%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d\n", r.test.c_str(),
           r.mode.c_str(), r.size, r.iters, r.group, r.comms, r.window,
           num(r.time_us, "%.3f").c_str(), num(r.gbps).c_str(), num(r.cpu_per_gb[0]).c_str(),
@@ -153,9 +184,8 @@ void Report::add(std::vector<Result> rs) {
   const Result* raw = nullptr;
   for (const Result& r : rs)
     if (r.mode == "raw") raw = &r;
-  double ratio = -1;
   for (Result& r : rs)
-    if (r.mode == "plugin" && raw != nullptr && raw->gbps > 0) ratio = r.vs_raw = r.gbps / raw->gbps;
+    if (is_plugin_mode(r.mode) && raw != nullptr && raw->gbps > 0) r.vs_raw = r.gbps / raw->gbps;
   for (const Result& r : rs) {
     all_.push_back(r);
     if (csv_ != nullptr) csv_row(r);
@@ -165,7 +195,11 @@ void Report::add(std::vector<Result> rs) {
   for (const Result& r : rs)
     printf("  %10.2f %9s %10s %10s", r.time_us, fmt_g(r.gbps).c_str(),
            fmt_g(r.cpu_per_gb[0]).c_str(), fmt_g(r.cpu_per_gb[1]).c_str());
-  if (rs.size() == 2) printf("  %10s", ratio >= 0 ? num(ratio, "%.2f").c_str() : "-");
+  if (raw != nullptr)
+    for (const Result& r : rs)
+      if (is_plugin_mode(r.mode))
+        printf("  %*s", static_cast<int>(std::max<size_t>(10, ratio_title(r.mode).size())),
+               r.vs_raw >= 0 ? num(r.vs_raw, "%.2f").c_str() : "-");
   printf("\n");
   fflush(stdout);
 }
@@ -185,6 +219,11 @@ bool Report::finish(double seconds, std::string* err) {
               info_.dev_index, json_str(info_.device).c_str(), info_.max_recvs, info_.max_comms);
     else
       fprintf(f, "  \"plugin\": null,\n");
+    if (o_.run_plugin && !o_.protocols.empty()) {
+      std::string list;
+      for (const std::string& p : o_.protocols) list += (list.empty() ? "" : ", ") + json_str(p);
+      fprintf(f, "  \"protocols\": [%s],\n", list.c_str());
+    }
     fprintf(f, "  \"raw\": %s,\n",
             o_.run_raw ? ("{\"domain\": " + json_str(info_.raw_domain) + "}").c_str() : "null");
     fprintf(f,

@@ -34,9 +34,10 @@ class Xport {
 // NCCL's view of a peer: per comm index c, a send comm to the peer and a recv comm from it.
 class PluginXport : public Xport {
  public:
-  PluginXport(nfc::NetPlugin& p, int rank, int comms, int slots);
+  // name: how rows and messages call it ("plugin", or "plugin:PROTO" with --protocol).
+  PluginXport(nfc::NetPlugin& p, std::string name, int rank, int comms, int slots);
   ~PluginXport() override;
-  const char* name() const override { return "plugin"; }
+  const char* name() const override { return name_.c_str(); }
 
   // Listens comms times, trades the handles over the channel, then polls connect (to the peer's
   // handles) and accept alternately in this thread until every comm is up, as NCCL's service
@@ -57,6 +58,7 @@ class PluginXport : public Xport {
   };
 
   nfc::NetPlugin& p_;
+  std::string name_;
   int my_tag_, peer_tag_;  // NCCL tags a message with its sender's rank; + i in a group
   std::vector<void*> listen_, send_, recv_;
   std::vector<std::array<char, NCCL_NET_HANDLE_MAXSIZE>> peer_handles_;
@@ -97,6 +99,7 @@ class RawXport : public Xport {
 };
 
 const char* result_name(ncclResult_t r);
-[[noreturn]] void plugin_fail(const char* call, ncclResult_t r);
+// "WHO CALL returned ...": who is the transport's name ("plugin", "plugin:rdma").
+[[noreturn]] void plugin_fail(const char* call, ncclResult_t r, const std::string& who = "plugin");
 
 }  // namespace nfp

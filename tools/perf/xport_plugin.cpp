@@ -4,6 +4,7 @@
 // requests retried with identical arguments; test() on receives with a zeroed int[64]; deregMr
 // before the comms close.
 #include <cstring>
+#include <utility>
 
 #include "perf/xport.h"
 
@@ -23,13 +24,14 @@ const char* result_name(ncclResult_t r) {
   }
 }
 
-[[noreturn]] void plugin_fail(const char* call, ncclResult_t r) {
-  fail(std::string("plugin ") + call + " returned " + result_name(r) + " (" +
+[[noreturn]] void plugin_fail(const char* call, ncclResult_t r, const std::string& who) {
+  fail(who + " " + call + " returned " + result_name(r) + " (" +
        std::to_string(static_cast<int>(r)) + ")");
 }
 
-PluginXport::PluginXport(nfc::NetPlugin& p, int rank, int comms, int slots)
+PluginXport::PluginXport(nfc::NetPlugin& p, std::string name, int rank, int comms, int slots)
     : p_(p),
+      name_(std::move(name)),
       my_tag_(rank * kMaxGroup),
       peer_tag_((1 - rank) * kMaxGroup),
       listen_(static_cast<size_t>(comms), nullptr),
@@ -56,19 +58,20 @@ void PluginXport::connect(int dev, Chan& chan, Watch& w) {
   std::string mine(comms * NCCL_NET_HANDLE_MAXSIZE, '\0');
   for (size_t c = 0; c < comms; ++c) {
     ncclResult_t r = p_.listen(dev, &mine[c * NCCL_NET_HANDLE_MAXSIZE], &listen_[c]);
-    if (r != ncclSuccess) plugin_fail("listen", r);
-    if (listen_[c] == nullptr) fail("plugin listen returned ncclSuccess but no listen comm");
+    if (r != ncclSuccess) plugin_fail("listen", r, name_);
+    if (listen_[c] == nullptr) fail(name_ + " listen returned ncclSuccess but no listen comm");
   }
-  chan.send('H', mine, "plugin handle exchange");
-  const std::string theirs = chan.recv('H', "plugin handle exchange");
+  const std::string what = name_ + " handle exchange";
+  chan.send('H', mine, what);
+  const std::string theirs = chan.recv('H', what);
   if (theirs.size() != mine.size())
-    fail("plugin handle exchange: rank " + std::to_string(1 - chan.rank()) + " sent " +
+    fail(what + ": rank " + std::to_string(1 - chan.rank()) + " sent " +
          std::to_string(theirs.size() / NCCL_NET_HANDLE_MAXSIZE) + " handles, expected " +
          std::to_string(comms));
   for (size_t c = 0; c < comms; ++c)
     memcpy(peer_handles_[c].data(), &theirs[c * NCCL_NET_HANDLE_MAXSIZE], NCCL_NET_HANDLE_MAXSIZE);
 
-  w.begin("plugin connect/accept");
+  w.begin(name_ + " connect/accept");
   for (;;) {
     bool all = true;
     for (size_t c = 0; c < comms; ++c) {
@@ -76,12 +79,12 @@ void PluginXport::connect(int dev, Chan& chan, Watch& w) {
       // returned with an error is closed (here by the destructor).
       if (send_[c] == nullptr) {
         ncclResult_t r = p_.connect(dev, peer_handles_[c].data(), &send_[c]);
-        if (r != ncclSuccess) plugin_fail("connect", r);
+        if (r != ncclSuccess) plugin_fail("connect", r, name_);
         if (send_[c] != nullptr) w.progressed();
       }
       if (recv_[c] == nullptr) {
         ncclResult_t r = p_.accept(listen_[c], &recv_[c]);
-        if (r != ncclSuccess) plugin_fail("accept", r);
+        if (r != ncclSuccess) plugin_fail("accept", r, name_);
         if (recv_[c] != nullptr) {
           p_.close_listen(listen_[c]);  // it has served its one connection
           listen_[c] = nullptr;
@@ -101,9 +104,9 @@ void PluginXport::reg(char* sbuf, char* rbuf, size_t len) {
   rmr_.assign(comms, nullptr);
   for (size_t c = 0; c < comms; ++c) {
     ncclResult_t r = p_.reg_mr(send_[c], sbuf, len, NCCL_PTR_HOST, &smr_[c]);
-    if (r != ncclSuccess) plugin_fail("regMr(send comm)", r);
+    if (r != ncclSuccess) plugin_fail("regMr(send comm)", r, name_);
     r = p_.reg_mr(recv_[c], rbuf, len, NCCL_PTR_HOST, &rmr_[c]);
-    if (r != ncclSuccess) plugin_fail("regMr(recv comm)", r);
+    if (r != ncclSuccess) plugin_fail("regMr(recv comm)", r, name_);
   }
 }
 
@@ -117,7 +120,7 @@ Xport::Post PluginXport::post_send(int slot, int comm, char* buf, size_t len, in
     void* req = nullptr;
     ncclResult_t r = p_.isend(send_[static_cast<size_t>(comm)], buf + static_cast<size_t>(s.parts) * len,
                               len, my_tag_ + s.parts, smr_[static_cast<size_t>(comm)], &req);
-    if (r != ncclSuccess) plugin_fail("isend", r);
+    if (r != ncclSuccess) plugin_fail("isend", r, name_);
     if (req == nullptr) return Post::kRetry;
     s.reqs[s.parts] = req;
     s.done[s.parts] = false;
@@ -140,7 +143,7 @@ Xport::Post PluginXport::post_recv(int slot, int comm, char* buf, size_t cap, in
   }
   void* req = nullptr;
   ncclResult_t r = p_.irecv(recv_[static_cast<size_t>(comm)], n, data, sizes, tags, mhs, &req);
-  if (r != ncclSuccess) plugin_fail("irecv", r);
+  if (r != ncclSuccess) plugin_fail("irecv", r, name_);
   if (req == nullptr) return Post::kRetry;
   s.send = false;
   s.n = n;
@@ -161,7 +164,7 @@ bool PluginXport::poll(int slot, size_t* lens) {
     ncclResult_t r = p_.test(s.reqs[i], &done, sizes);
     if (r != ncclSuccess) {
       s.done[i] = true;  // the request is the plugin's again
-      plugin_fail("test", r);
+      plugin_fail("test", r, name_);
     }
     if (!done) {
       all = false;
