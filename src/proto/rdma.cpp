@@ -449,7 +449,8 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   }
   const uint32_t m = rd.next_msg;
   SendGroup* g = find_group(rd, m);
-  if (g == nullptr && size > c.eager_max) {
+  const bool fits_eager = c.eager_max > 0 && size <= c.eager_max;  // 0: no bounce buffers
+  if (g == nullptr && !fits_eager) {
     // Too large to send before the receiver's clear-to-send names the buffer: wait for it.
     NF_CHECK(comm_progress(c));
     if (!ok(rd.error)) return rd.error;
@@ -475,7 +476,7 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
       return Status::kInvalidUsage;
     }
   }
-  if (g == nullptr || (size <= c.eager_max && unique)) {
+  if (g == nullptr || (fits_eager && unique)) {
     // Eager: no CTS yet, or a small message whose buffer is unambiguous: a copy through the
     // receiver's bounce buffers costs less than a write.
     Status s = send_eager(c, data, size, tag, mh, m, out);
@@ -539,7 +540,7 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   // it (no more than the buffer holds) goes eagerly. Ping-pongs of small messages then cost one
   // message per direction, as with SENDRECV.
   bool need_cts = false;
-  for (int i = 0; i < n; ++i) need_cts = need_cts || sizes[i] > c.eager_max;
+  for (int i = 0; i < n; ++i) need_cts = need_cts || c.eager_max == 0 || sizes[i] > c.eager_max;
   for (int i = 0; need_cts && i < n; ++i) {
     if (sizes[i] > 0 && mhs[i] == nullptr) {
       NF_WARN("irecv from %s: buffer %d (%zu bytes) is not registered; the RDMA protocol needs "

@@ -69,7 +69,7 @@ struct Request {
   uint32_t slot;
   uint8_t gen;
   uint8_t entries_left;     // buffers of the group not complete yet
-  bool cts_pending;         // its CTS send has not completed (a receive is done only after it)
+  bool cts_pending;         // its CTS send has not completed (the request returns to the pool after)
   uint32_t base;            // sequence number of the group's first buffer
   uint8_t chunks_expected[kMaxGroup];
   uint8_t chunks_got[kMaxGroup];

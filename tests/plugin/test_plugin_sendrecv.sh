@@ -1,0 +1,8 @@
+#!/bin/bash
+# The whole plugin suite again on the SENDRECV protocol: `make check` runs test_plugin with the
+# default (auto: RDMA on tcp;ofi_rxm, shm and the mock), this runs it with SENDRECV forced. The
+# [rdma] cases are the RDMA protocol's own and are left out here.
+set -euo pipefail
+: "${NF_BUILD_DIR:?run from make check}"
+export NCCL_FABRIC_PROTOCOL=sendrecv
+exec "$NF_BUILD_DIR/tests/plugin/test_plugin" "~[rdma]" "$@"

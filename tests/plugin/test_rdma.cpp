@@ -1,0 +1,295 @@
+// The RDMA protocol's own behaviour (docs/protocol.md, "RDMA protocol"): striping over rails,
+// grouped receives mixing eager and written buffers, and clear-to-send messages that break the
+// rules. Everything else the plugin tests check runs on both protocols (Makefile.am runs the
+// whole plugin suite a second time with NCCL_FABRIC_PROTOCOL=sendrecv).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "mockprov/mockefa.h"
+
+using namespace nft;
+
+namespace {
+
+PairOptions rdma_mock(int nics, int rails) {
+  PairOptions opt = mock_options();
+  opt.env.push_back({"NCCL_FABRIC_PROTOCOL", "rdma"});
+  opt.env.push_back({"MOCKEFA_NDOMAINS", std::to_string(nics)});
+  opt.env.push_back({"NCCL_FABRIC_RAILS", std::to_string(rails)});
+  return opt;
+}
+
+// Groups of 1..8 buffers with distinct tags and sizes on both sides of the eager limit (8 KiB);
+// each group's sends go in another order than its buffers, each smaller than its buffer.
+int groups_send(nfc::NetPlugin& p, void* sc, std::vector<unsigned char>& sbuf, void* smh,
+                std::vector<void*>* reqs) {
+  const size_t kSlot = 300000;
+  int msg = 0;
+  for (int n = 1; n <= 8; ++n) {
+    for (int k = 0; k < n; ++k) {
+      const int j = (n == 5) ? n - 1 - k : (k * 5 + 2) % n;  // a permutation of 0..n-1
+      const size_t size = (j % 2 == 0) ? 1000 + 37 * static_cast<size_t>(j) : 100000 + 4099 * static_cast<size_t>(j);
+      unsigned char* b = sbuf.data() + static_cast<size_t>(msg) * kSlot;
+      fill(b, size, n, j);
+      void* r = nullptr;
+      CHILD_CHECK(post_send(p, sc, b, size, 200 + 10 * n + j, smh, &r) == 0, "isend group %d buffer %d", n, j);
+      reqs->push_back(r);
+      ++msg;
+    }
+  }
+  return 0;
+}
+
+int groups_recv(nfc::NetPlugin& p, void* rc, std::vector<unsigned char>& rbuf, void* rmh,
+                std::vector<void*>* reqs, std::vector<int>* counts) {
+  const size_t kSlot = 300000;
+  int slot = 0;
+  for (int n = 1; n <= 8; ++n) {
+    void* data[8];
+    size_t caps[8];
+    int tags[8];
+    void* mhs[8];
+    for (int j = 0; j < n; ++j) {
+      data[j] = rbuf.data() + static_cast<size_t>(slot + j) * kSlot;
+      caps[j] = kSlot - 64;
+      tags[j] = 200 + 10 * n + j;
+      mhs[j] = rmh;
+    }
+    void* r = nullptr;
+    CHILD_CHECK(post_recv(p, rc, n, data, caps, tags, mhs, &r) == 0, "irecv group of %d", n);
+    reqs->push_back(r);
+    counts->push_back(n);
+    slot += n;
+  }
+  return 0;
+}
+
+int groups_verify(const std::vector<unsigned char>& rbuf, int n, int first_slot, const int* sizes) {
+  const size_t kSlot = 300000;
+  for (int j = 0; j < n; ++j) {
+    const size_t size = (j % 2 == 0) ? 1000 + 37 * static_cast<size_t>(j) : 100000 + 4099 * static_cast<size_t>(j);
+    CHILD_CHECK(static_cast<size_t>(sizes[j]) == size, "group %d buffer %d: size %d, expected %zu", n, j, sizes[j], size);
+    const unsigned char* b = rbuf.data() + static_cast<size_t>(first_slot + j) * kSlot;
+    CHILD_CHECK(verify(b, size, n, j) == SIZE_MAX, "group %d buffer %d: content", n, j);
+    for (size_t k = size; k < kSlot; ++k) CHILD_CHECK(b[k] == 0, "group %d buffer %d: byte %zu written past the message", n, j, k);
+  }
+  return 0;
+}
+
+// Waits for the receives one by one (sizes of every buffer) while polling the sends too.
+int groups_wait(nfc::NetPlugin& p, std::vector<void*>& rreqs, const std::vector<int>& counts,
+                std::vector<void*>& sreqs, const std::vector<unsigned char>& rbuf) {
+  int slot = 0;
+  for (size_t g = 0; g < rreqs.size(); ++g) {
+    int sizes[64] = {0};
+    int done = 0;
+    for (int spins = 0; !done; ++spins) {
+      CHILD_CHECK(p.test(rreqs[g], &done, sizes) == ncclSuccess, "test of group %zu", g);
+      for (void*& s : sreqs) {
+        if (s == nullptr) continue;
+        int sd = 0;
+        CHILD_CHECK(p.test(s, &sd, nullptr) == ncclSuccess, "test of a send");
+        if (sd) s = nullptr;
+      }
+      CHILD_CHECK(spins < 50000000, "group %zu never completed", g);
+    }
+    if (groups_verify(rbuf, counts[g], slot, sizes) != 0) return 1;
+    slot += counts[g];
+  }
+  std::vector<int> unused;
+  std::vector<void*> left;
+  for (void* s : sreqs) if (s) left.push_back(s);
+  CHILD_CHECK(wait_all(p, left, &unused) == 0, "sends");
+  return 0;
+}
+
+int groups_single(nfc::NetPlugin& p) {
+  void* sc = nullptr;
+  void* rc = nullptr;
+  std::string err;
+  CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+  std::vector<unsigned char> sbuf(36 * 300000), rbuf(36 * 300000, 0);
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+  CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+  std::vector<void*> rreqs, sreqs;
+  std::vector<int> counts;
+  if (groups_recv(p, rc, rbuf, rmh, &rreqs, &counts) != 0) return 1;
+  if (groups_send(p, sc, sbuf, smh, &sreqs) != 0) return 1;
+  if (groups_wait(p, rreqs, counts, sreqs, rbuf) != 0) return 1;
+  CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+  CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("RDMA: grouped receives of 1 to 8 buffers, eager and written, each tag in its buffer",
+          "[plugin][rdma]") {
+  SECTION("mock EFA, completions and wire reordered") {
+    PairOptions opt = rdma_mock(1, 1);
+    opt.env.push_back({"MOCKEFA_CQ_REORDER", "1"});
+    opt.env.push_back({"MOCKEFA_WIRE_REORDER", "1"});
+    std::string log;
+    CHECK(run_single(opt, groups_single, &log));
+    INFO(log);
+  }
+  for (const std::string& prov : real_providers()) {
+    SECTION(prov) {
+      PairOptions opt;
+      opt.provider = prov;
+      opt.env.push_back({"NCCL_FABRIC_PROTOCOL", "rdma"});
+      std::string log;
+      CHECK(run_pair(opt, [](Side& s) {
+        nfc::NetPlugin& p = s.plugin;
+        std::vector<unsigned char> buf(36 * 300000, 0);
+        void* mh = nullptr;
+        void* comm = s.rank == 0 ? s.send_comms[0] : s.recv_comms[0];
+        CHILD_CHECK(p.reg_mr(comm, buf.data(), buf.size(), NCCL_PTR_HOST, &mh) == ncclSuccess, "regMr");
+        std::vector<void*> reqs;
+        std::vector<int> counts;
+        if (s.rank == 0) {
+          if (groups_send(p, comm, buf, mh, &reqs) != 0) return 1;
+          std::vector<int> unused;
+          CHILD_CHECK(wait_all(p, reqs, &unused) == 0, "sends");
+        } else {
+          if (groups_recv(p, comm, buf, mh, &reqs, &counts) != 0) return 1;
+          std::vector<void*> none;
+          if (groups_wait(p, reqs, counts, none, buf) != 0) return 1;
+        }
+        CHILD_CHECK(s.oob.barrier(kTimeoutMs), "barrier before deregMr");
+        CHILD_CHECK(p.dereg_mr(comm, mh) == ncclSuccess, "deregMr");
+        return 0;
+      }, &log));
+      INFO(log);
+    }
+  }
+}
+
+TEST_CASE("RDMA: a device of 4 rails stripes large messages over its 4 NICs within 10 %",
+          "[plugin][rdma][mock]") {
+  std::string log;
+  CHECK(run_single(rdma_mock(4, 4), [](nfc::NetPlugin& p) {
+    int n = 0;
+    CHILD_CHECK(p.devices(&n) == ncclSuccess && n == 1, "%d devices for 4 NICs as 4 rails", n);
+    nfc::NetProps props;
+    CHILD_CHECK(p.properties(0, &props) == ncclSuccess, "getProperties");
+    CHILD_CHECK(props.speed == 400000, "a 4-rail device says %d Mb/s, expected 4 x 100 Gb/s", props.speed);
+    CHILD_CHECK(props.name.find('+') != std::string::npos, "device name %s", props.name.c_str());
+    mockefa_api api;
+    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
+    void* sc = nullptr;
+    void* rc = nullptr;
+    std::string err;
+    CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+    const size_t kSize = 4 << 20;
+    const int kMsgs = 24;
+    std::vector<unsigned char> sbuf(kSize * 4), rbuf(kSize * 4);
+    void* smh = nullptr;
+    void* rmh = nullptr;
+    CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+    CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+    api.reset_counters();
+    for (int m = 0; m < kMsgs; m += 4) {
+      std::vector<void*> reqs;
+      for (int k = 0; k < 4; ++k) {
+        void* data[1] = {rbuf.data() + static_cast<size_t>(k) * kSize};
+        size_t cap[1] = {kSize};
+        int tag[1] = {5};
+        void* mhs[1] = {rmh};
+        void* r = nullptr;
+        CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &r) == 0, "irecv");
+        reqs.push_back(r);
+      }
+      for (int k = 0; k < 4; ++k) {
+        unsigned char* b = sbuf.data() + static_cast<size_t>(k) * kSize;
+        fill(b, kSize - 1000 * static_cast<size_t>(k), 0, m + k);
+        void* r = nullptr;
+        CHILD_CHECK(post_send(p, sc, b, kSize - 1000 * static_cast<size_t>(k), 5, smh, &r) == 0, "isend");
+        reqs.push_back(r);
+      }
+      std::vector<int> got;
+      CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfers");
+      for (int k = 0; k < 4; ++k) {
+        const size_t size = kSize - 1000 * static_cast<size_t>(k);
+        CHILD_CHECK(static_cast<size_t>(got[static_cast<size_t>(k)]) == size, "size %d", got[static_cast<size_t>(k)]);
+        CHILD_CHECK(verify(rbuf.data() + static_cast<size_t>(k) * kSize, size, 0, m + k) == SIZE_MAX, "content");
+      }
+    }
+    mockefa_counters c;
+    api.get_counters(&c);
+    uint64_t total = 0;
+    for (int i = 0; i < 4; ++i) total += c.nic_tx_bytes[i];
+    CHILD_CHECK(total >= static_cast<uint64_t>(kMsgs) * (kSize - 3000), "only %llu bytes sent", (unsigned long long)total);
+    const double mean = static_cast<double>(total) / 4;
+    for (int i = 0; i < 4; ++i) {
+      const double share = static_cast<double>(c.nic_tx_bytes[i]);
+      fprintf(stderr, "NIC %d: %llu bytes in %llu ops\n", i, (unsigned long long)c.nic_tx_bytes[i],
+              (unsigned long long)c.nic_tx_ops[i]);
+      CHILD_CHECK(share > 0.9 * mean && share < 1.1 * mean, "NIC %d carried %.0f bytes, mean %.0f", i, share, mean);
+    }
+    CHILD_CHECK(c.violations_total == 0, "%llu violations", (unsigned long long)c.violations_total);
+    CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+    dlclose(api.handle);
+    return 0;
+  }, &log));
+  INFO(log);
+}
+
+TEST_CASE("RDMA: a hostile clear-to-send is refused and nothing lands outside the buffer",
+          "[plugin][rdma][mock]") {
+  for (const char* fault : {"size", "count", "addr", "key"}) {
+    SECTION(fault) {
+      PairOptions opt = rdma_mock(1, 1);
+      opt.env.push_back({"NCCL_FABRIC_TEST_CTS_FAULT", fault});
+      std::string log;
+      CHECK(run_single(opt, [](nfc::NetPlugin& p) {
+        void* sc = nullptr;
+        void* rc = nullptr;
+        std::string err;
+        CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+        const size_t kCap = 256 << 10;  // above the eager limit: the sender needs the CTS
+        std::vector<unsigned char> sbuf(kCap, 0xab), rbuf(kCap * 4, 0);
+        void* smh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+        CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+        void* data[1] = {rbuf.data() + kCap};
+        size_t cap[1] = {kCap};
+        int tag[1] = {1};
+        void* mhs[1] = {rmh};
+        void* rreq = nullptr;
+        CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rreq) == 0, "irecv");
+        // The send fails: at isend (a refused CTS) or at test (the NIC refused the write).
+        void* sreq = nullptr;
+        int rcode = 0;
+        for (int i = 0; i < 2000000 && sreq == nullptr && rcode == 0; ++i) {
+          rcode = p.isend(sc, sbuf.data(), kCap, 1, smh, &sreq);
+          int d = 0;
+          p.test(rreq, &d, nullptr);
+        }
+        if (rcode == 0) {
+          CHILD_CHECK(sreq != nullptr, "isend neither posted nor failed");
+          int r = wait_request(p, sreq, nullptr, 20000);
+          CHILD_CHECK(r != 0 && r != -1, "the send completed (%d) though its CTS was corrupted", r);
+        }
+        int done = 0;
+        CHILD_CHECK(p.test(rreq, &done, nullptr) == ncclSuccess && done == 0, "the receive completed");
+        for (size_t i = 0; i < rbuf.size(); ++i)
+          CHILD_CHECK(rbuf[i] == 0, "byte %zu of the receive side was written", i);
+        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        return 0;
+      }, &log));
+      INFO(log);
+    }
+  }
+}
