@@ -62,12 +62,11 @@ Status rail_addresses(const Comm& c, size_t main_len, uint8_t (*out)[kMaxAddrLen
 }
 
 // The connection's rails: addresses of the peer's rails 1.. from its ProtoInfo.
-Status insert_rails(Comm& c, const uint8_t* addr0, const ProtoInfo& p, int nrails) {
+Status insert_rails(Comm& c, const ProtoInfo& p, int nrails) {
   c.nrails = nrails;
   c.peer_rail[0] = c.peer;
   for (int r = 1; r < nrails; ++r)
     NF_CHECK(c.sep->insert_rail_peer(r, p.rail_addr[r - 1], p.addr_len, &c.peer_rail[r]));
-  (void)addr0;
   return Status::kOk;
 }
 
@@ -155,7 +154,7 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
                              ? (cm.proto.nrails < l.sep->nrails ? cm.proto.nrails : l.sep->nrails)
                              : 1;
       NF_CHECK(l.sep->insert_peer(cm.addr, cm.addr_len, &l.peer));
-      NF_CHECK(insert_rails(l, cm.addr, cm.proto, nrails));
+      NF_CHECK(insert_rails(l, cm.proto, nrails));
       l.peer_id = cm.sender_id;
       l.eager_max = l.proto == kProtoRdma
                         ? static_cast<uint32_t>(params.get_int(ParamId::kEagerMax)) : 0;
@@ -308,7 +307,7 @@ Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
         return Status::kRemoteError;
       }
       c.proto = p.protocols;
-      NF_CHECK(insert_rails(c, c.handle.addr, p, p.nrails));
+      NF_CHECK(insert_rails(c, p, p.nrails));
       c.eager_max = p.eager_max;
       if (c.proto == kProtoRdma) NF_CHECK(rdma_setup(c));
       request_release(c.ctrl_recv);

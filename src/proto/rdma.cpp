@@ -1,6 +1,5 @@
 #include "proto/rdma.h"
 
-#include <climits>
 #include <cstring>
 
 #include <rdma/fi_errno.h>
@@ -60,8 +59,8 @@ void retire_recv(Request* r) {
     c.sep->free_slot(r);
     r->slot = UINT32_MAX;
   }
-  if (r->chunk != 0) {
-    r->chunk = 0;
+  if (r->mrs_counted) {
+    r->mrs_counted = false;
     for (int i = 0; i < r->n; ++i)
       if (r->mhs[i] != nullptr) r->mhs[i]->uses.fetch_sub(1, std::memory_order_release);
   }
@@ -86,8 +85,10 @@ void fail_recv(Request* r, Status s) {
 }
 
 // Eager message in bounce buffer b for receive r: copy it into the first free buffer of its tag.
-void deliver_eager(Request* r, Request* b, int32_t tag, size_t len) {
+void deliver_eager(Request* r, Request* b) {
   Comm& c = *r->comm;
+  const int32_t tag = static_cast<int32_t>(b->imm);
+  const size_t len = b->sizes[0];
   int i = 0;
   for (; i < r->n; ++i) {
     if (static_cast<int32_t>(r->tags[i]) == tag && !r->entry_done[i] && r->chunks_got[i] == 0)
@@ -128,7 +129,7 @@ void on_eager(Request* b, const fi_cq_tagged_entry& e) {
   b->sizes[0] = e.len;
   b->imm = static_cast<uint32_t>(e.tag & kTagLowMask);
   if (Request* r = group_of(rd, m)) {
-    if (r->state == ReqState::kPending) deliver_eager(r, b, static_cast<int32_t>(b->imm), e.len);
+    if (r->state == ReqState::kPending) deliver_eager(r, b);
   } else if (static_cast<int32_t>(m - rd.next_base) >= 0) {
     // Its receive is not posted yet: the message waits in this bounce buffer.
     rd.held[rd.n_held++] = b;
@@ -335,7 +336,6 @@ Status rdma_setup(Comm& c) {
       }
     }
   }
-  rd.bufs_posted = true;
   return Status::kOk;
 }
 
@@ -362,10 +362,7 @@ void rdma_on_persistent_error(Request* r) {
   if (!ok(post_persistent(c, r))) r->state = ReqState::kError;
 }
 
-void rdma_on_cts_sent(Request* r) {
-  r->cts_pending = false;
-  maybe_finish_recv(r);
-}
+void rdma_on_cts_sent(Request* r) { maybe_finish_recv(r); }
 
 void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   const Imm i = imm_decode(e.data);
@@ -552,7 +549,6 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   Request* r = take_request(c, ReqType::kRecv, n);
   if (r == nullptr) return comm_progress(c);
   r->slot = UINT32_MAX;
-  r->chunk = 0;
   if (need_cts) {
     Status s = c.sep->alloc_slot(r);
     if (!ok(s)) {
@@ -618,8 +614,7 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   }
   for (int i = 0; i < n; ++i)
     if (mhs[i] != nullptr) mhs[i]->uses.fetch_add(1, std::memory_order_relaxed);
-  r->chunk = 1;  // counts on the registrations until retire_recv
-  r->cts_pending = !injected;
+  r->mrs_counted = true;
   r->posted = injected ? 0 : 1;
   r->in_flight = injected ? 0 : 1;
   // posted/n keep the generic completion logic out: this request completes through
@@ -632,7 +627,7 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
     if (b->base - r->base < static_cast<uint32_t>(n)) {
       rd.held[k] = rd.held[--rd.n_held];
       if (r->state == ReqState::kPending)
-        deliver_eager(r, b, static_cast<int32_t>(b->imm), b->sizes[0]);
+        deliver_eager(r, b);
       if (!ok(post_persistent(c, b))) b->state = ReqState::kError;
     } else {
       ++k;

@@ -44,7 +44,7 @@ Request* take_request(Comm& c, ReqType type, int n) {
     r->ops[i].index = static_cast<uint32_t>(i);
     r->op_len[i] = 0;
   }
-  r->cts_pending = false;
+  r->mrs_counted = false;
   return r;
 }
 

@@ -69,8 +69,8 @@ struct Request {
   uint32_t slot;
   uint8_t gen;
   uint8_t entries_left;     // buffers of the group not complete yet
-  bool cts_pending;         // its CTS send has not completed (the request returns to the pool after)
-  uint32_t base;            // sequence number of the group's first buffer
+  bool mrs_counted;         // holds a use of each buffer's registration until it stops taking writes
+  uint32_t base;            // sequence number of the group's first buffer (eager bounce: the message's)
   uint8_t chunks_expected[kMaxGroup];
   uint8_t chunks_got[kMaxGroup];
   uint8_t entry_done[kMaxGroup];
@@ -79,7 +79,7 @@ struct Request {
   // Send: posting not finished (-FI_EAGAIN part way): the rest of the writes.
   uint64_t raddr;
   uint64_t rkeys[4];
-  uint32_t imm;
+  uint32_t imm;             // eager bounce holding a message: its NCCL tag
   size_t chunk;
 };
 
@@ -145,7 +145,6 @@ struct RdmaState {
   int warned = 0;
   int cts_fault = 0;                 // NCCL_FABRIC_TEST_CTS_FAULT
   size_t min_chunk = 65536;
-  bool bufs_posted = false;
 };
 
 // What a closed comm leaves behind while the provider may still hold its operations: freed with
