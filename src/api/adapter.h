@@ -11,6 +11,7 @@ namespace nf {
 namespace adapter {
 
 static_assert(static_cast<int>(Status::kOk) == ncclSuccess, "status values are NCCL's");
+static_assert(static_cast<int>(Status::kUnhandledCudaError) == ncclUnhandledCudaError, "status values are NCCL's");
 static_assert(static_cast<int>(Status::kSystemError) == ncclSystemError, "status values are NCCL's");
 static_assert(static_cast<int>(Status::kInternalError) == ncclInternalError, "status values are NCCL's");
 static_assert(static_cast<int>(Status::kInvalidArgument) == ncclInvalidArgument, "status values are NCCL's");

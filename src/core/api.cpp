@@ -165,30 +165,79 @@ Status accept(void* listen_comm, void** recv_comm) {
   });
 }
 
-Status reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  *mhandle = nullptr;
-  Comm* c = as_data_comm(comm, "regMr");
-  if (c == nullptr) return Status::kInternalError;
-  if (type != kPtrHost) {
-    NF_WARN("regMr: memory type %d is not supported: this build registers host memory only "
-            "(GPUDirect RDMA is not implemented yet); NCCL stages GPU data through host memory "
-            "when the device does not advertise NCCL_PTR_CUDA", type);
+namespace {
+
+// regMr and regMrDmaBuf: what the memory is, checked against what NCCL says it is.
+Status register_for_nccl(Comm& c, void* data, size_t size, int type, int fd, uint64_t offset,
+                         void** mhandle, const char* who) {
+  PtrInfo info;
+  MemSpec spec;
+  Domain& dom = c.ep->domain();
+  if (type == kPtrCuda) {
+    if (!dom.gdr()) {
+      NF_WARN("%s: GPU memory, but this device does not offer NCCL_PTR_CUDA (GPUDirect RDMA is "
+              "off; the INFO line \"GPUDirect RDMA off\" at init says why)", who);
+      return Status::kInternalError;
+    }
+    Cuda* cuda = Cuda::loaded();
+    if (cuda == nullptr || !cuda->available()) return Status::kInternalError;
+    NF_CHECK(cuda->classify(data, &info));
+    if (info.kind == MemKind::kHost) {
+      NF_WARN("%s: %p is not CUDA memory, although NCCL passed NCCL_PTR_CUDA", who, data);
+      return Status::kInvalidArgument;
+    }
+    if (info.kind == MemKind::kCudaManaged) {
+      NF_WARN("%s: %p is CUDA managed memory, which GPUDirect RDMA cannot register (its pages "
+              "migrate); NCCL copies such buffers instead", who, data);
+      return Status::kInvalidUsage;
+    }
+    const uintptr_t a = reinterpret_cast<uintptr_t>(data);
+    if (info.alloc_size > 0 && (a + size > info.alloc_base + info.alloc_size || a + size < a)) {
+      NF_WARN("%s: [%p, +%zu) runs past the end of its CUDA allocation (%zu bytes at 0x%lx)", who,
+              data, size, info.alloc_size, static_cast<unsigned long>(info.alloc_base));
+      return Status::kInvalidArgument;
+    }
+    if (fd >= 0) {
+      if (!dom.gdr_dmabuf()) {
+        NF_WARN("%s: DMA-BUF registration is not offered on this device (no NCCL_PTR_DMABUF; "
+                "the INFO line \"DMA-BUF off\" at init says why)", who);
+        return Status::kInternalError;
+      }
+      spec.dmabuf_fd = fd;
+      spec.dmabuf_offset = offset;
+    }
+  } else if (type != kPtrHost) {
+    NF_WARN("%s: unknown memory type %d (NCCL_PTR_HOST is 1, NCCL_PTR_CUDA 2)", who, type);
     return Status::kInternalError;
   }
-  return guarded("regMr", [&] {
+  return guarded(who, [&] {
     MemHandle* mh = nullptr;
-    NF_CHECK(sr_reg_mr(*c, data, size, &mh));
+    NF_CHECK(sr_reg_mr(c, data, size, info, spec, &mh));
     *mhandle = mh;
     return Status::kOk;
   });
 }
 
+}  // namespace
+
+Status reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  *mhandle = nullptr;
+  Comm* c = as_data_comm(comm, "regMr");
+  if (c == nullptr) return Status::kInternalError;
+  return register_for_nccl(*c, data, size, type, -1, 0, mhandle, "regMr");
+}
+
 Status reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                      void** mhandle) {
-  (void)comm; (void)data; (void)size; (void)offset; (void)fd;
   *mhandle = nullptr;
-  NF_WARN("regMrDmaBuf (type %d): DMA-BUF registration is not supported by this build", type);
-  return Status::kInternalError;
+  Comm* c = as_data_comm(comm, "regMrDmaBuf");
+  if (c == nullptr) return Status::kInternalError;
+  if (type != kPtrCuda || fd < 0) {
+    NF_WARN("regMrDmaBuf: type %d with fd %d: only GPU memory (NCCL_PTR_CUDA) with an open "
+            "DMA-BUF fd is registered this way", type, fd);
+    return Status::kInternalError;
+  }
+  return register_for_nccl(*c, data, size, type, fd, offset, mhandle, "regMrDmaBuf");
 }
 
 Status dereg_mr(void* comm, void* mhandle) {
@@ -238,9 +287,26 @@ Status irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
 }
 
 Status iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles, void** request) {
-  (void)recv_comm; (void)n; (void)data; (void)sizes; (void)mhandles;
-  // Host memory is coherent once the receive completed: nothing to wait for.
-  *request = nullptr;
+  *request = nullptr;  // NULL: nothing to wait for
+  Comm* c = as_comm(recv_comm, CommRole::kRecv, "iflush");
+  if (c == nullptr) return Status::kInternalError;
+  if (!c->params.get_bool(ParamId::kFlush) || n < 1 || n > kMaxGroup || data == nullptr ||
+      sizes == nullptr || mhandles == nullptr)
+    return Status::kOk;
+  // One read orders every PCIe write before it: the last non-empty GPU buffer is enough.
+  for (int i = n - 1; i >= 0; --i) {
+    MemHandle* mh = static_cast<MemHandle*>(mhandles[i]);
+    if (sizes[i] <= 0 || mh == nullptr) continue;
+    if (mh->magic != kMrMagic) {
+      NF_WARN("iflush: mhandle %p is not a registration of this plugin", mhandles[i]);
+      return Status::kInternalError;
+    }
+    if (mh->reg.kind == MemKind::kHost) return Status::kOk;  // host memory: coherent already
+    Request* r = nullptr;
+    NF_CHECK(sr_iflush(*c, data[i], mh, &r));
+    *request = r;
+    return Status::kOk;
+  }
   return Status::kOk;
 }
 

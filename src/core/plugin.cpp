@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "mem/gdr.h"
+#include "mem/mr_cache.h"
 #include "proto/wire.h"
 #include "util/log.h"
 
@@ -23,6 +25,7 @@ struct Devices {
   std::vector<std::vector<size_t>> groups;
   std::vector<std::string> names;
   std::vector<bool> rma;  // every NIC of the device can carry the RDMA protocol
+  GdrReport gdr;  // probed on the first NIC, applies to every device
   int live_contexts = 0;
   int max_recvs = 1;
   PluginCtx* default_ctx = nullptr;
@@ -37,7 +40,10 @@ Status discover_locked(Devices& d, const Params& p) {
   if (d.found) return Status::kOk;
   std::string report;
   const std::string& wanted = p.get_str(ParamId::kProvider);
-  Status s = discover_nics(wanted, p.get_str(ParamId::kDomain), &d.nics, &report);
+  // FI_HMEM is asked for only where GPU memory can exist: it narrows what providers offer.
+  const bool want_hmem = p.get_str(ParamId::kGdr) != "off" &&
+                         Cuda::get(p.get_str(ParamId::kCudaLibrary)).available();
+  Status s = discover_nics(wanted, p.get_str(ParamId::kDomain), want_hmem, &d.nics, &report);
   if (!ok(s)) {
     NF_WARN("no usable libfabric device: tried %s. The plugin needs an RDM endpoint with tagged "
             "messages; check fi_info -t FI_EP_RDM and NCCL_FABRIC_PROVIDER%s", report.c_str(),
@@ -81,6 +87,27 @@ Status discover_locked(Devices& d, const Params& p) {
   for (size_t i = 0; i < d.groups.size(); ++i)
     NF_INFO(kSubsysInit | kSubsysNet, "device %zu: %s, %zu rail(s)", i, d.names[i].c_str(),
             d.groups[i].size());
+  NF_CHECK(Domain::open(d.nics[0], &d.domains[0]));
+  d.domains[0]->mr_cache().set_limit(static_cast<size_t>(p.get_int(ParamId::kMrCacheEntries)));
+  d.gdr = probe_gdr(d.nics[0], *d.domains[0], p);
+  d.domains[0]->set_gdr(d.gdr.cuda, d.gdr.dmabuf);
+  NF_INFO(kSubsysInit | kSubsysNet, "GPUDirect RDMA %s: %s", d.gdr.cuda ? "on (NCCL_PTR_CUDA)" : "off",
+          d.gdr.cuda_reason.c_str());
+  NF_INFO(kSubsysInit | kSubsysNet, "DMA-BUF %s: %s", d.gdr.dmabuf ? "on (NCCL_PTR_DMABUF)" : "off",
+          d.gdr.dmabuf_reason.c_str());
+  if (!d.gdr.cuda && p.get_str(ParamId::kGdr) == "require") {
+    NF_WARN("NCCL_FABRIC_GDR=require, but GPUDirect RDMA is not available: %s",
+            d.gdr.cuda_reason.c_str());
+    d.found = false;
+    d.domains[0].reset();
+    return Status::kInvalidUsage;
+  }
+  if (!d.gdr.cuda && d.gdr.expected) {
+    NF_WARN("GPUDirect RDMA is off on provider '%s' although GPUs are present: %s. NCCL will "
+            "stage every transfer through host memory, at a large cost in bandwidth; set "
+            "NCCL_FABRIC_GDR=off to accept that, or fix the cause", d.provider.c_str(),
+            d.gdr.cuda_reason.c_str());
+  }
   return Status::kOk;
 }
 
@@ -162,7 +189,7 @@ Status device_props(int dev, DeviceProps* out) {
   out->name = d.names[static_cast<size_t>(dev)].c_str();
   out->pci_path = n.pci_path.empty() ? nullptr : n.pci_path.c_str();
   out->guid = n.guid;
-  out->ptr_support = kPtrHost;
+  out->ptr_support = kPtrHost | (d.gdr.cuda ? kPtrCuda : 0) | (d.gdr.dmabuf ? kPtrDmabuf : 0);
   out->reg_is_global = 0;
   out->force_flush = 0;
   // The NICs' speeds add up (a NIC with several endpoints counts once).
@@ -198,7 +225,12 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     }
     for (size_t nic : d.groups[static_cast<size_t>(dev)]) {
       auto& slot = d.domains[nic];
-      if (!slot) NF_CHECK(Domain::open(d.nics[nic], &slot));
+      if (!slot) {
+        NF_CHECK(Domain::open(d.nics[nic], &slot));
+        slot->set_gdr(d.gdr.cuda, d.gdr.dmabuf);
+        slot->mr_cache().set_limit(
+            static_cast<size_t>(ctx.params.get_int(ParamId::kMrCacheEntries)));
+      }
       doms.push_back(slot);
     }
     ndev = d.groups.size();

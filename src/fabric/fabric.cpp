@@ -9,6 +9,8 @@
 #include <rdma/fi_errno.h>
 
 #include "fabric/errors.h"
+#include "fabric/fi_compat.h"
+#include "mem/mr_cache.h"
 #include "util/log.h"
 
 namespace nf {
@@ -112,18 +114,21 @@ std::set<std::string> split_list(const std::string& s) {
   return out;
 }
 
-InfoPtr make_hints(const std::string& provider, bool rma) {
+InfoPtr make_hints(const std::string& provider, bool rma, bool hmem) {
   InfoPtr hints(fi_allocinfo());
   if (!hints) return hints;
   // RMA writes with remote CQ data carry the RDMA protocol; tagged messages alone carry SENDRECV.
   hints->caps = rma ? (FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE) : FI_TAGGED;
+  // GPU memory: FI_HMEM, and reads of our own GPU buffers (the GPUDirect flush).
+  if (hmem) hints->caps |= FI_HMEM | FI_READ | FI_REMOTE_READ;
   // We hand the provider an fi_context2 with every operation, so it may ask for either.
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->threading = FI_THREAD_SAFE;
   // Every mode we can honour; the provider keeps what it needs and we obey what it returns.
   hints->domain_attr->mr_mode =
-      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |
+      (hmem ? FI_MR_HMEM : 0);
   // Sends with the same tag must match receives in posting order: NCCL's FIFO rule.
   hints->tx_attr->msg_order = FI_ORDER_SAS;
   hints->rx_attr->msg_order = FI_ORDER_SAS;
@@ -144,7 +149,7 @@ const std::vector<std::string>& default_provider_order() {
   return order;
 }
 
-Status discover_nics(const std::string& wanted, const std::string& domain_filter,
+Status discover_nics(const std::string& wanted, const std::string& domain_filter, bool want_hmem,
                      std::vector<Nic>* out, std::string* report) {
   out->clear();
   report->clear();
@@ -154,11 +159,14 @@ Status discover_nics(const std::string& wanted, const std::string& domain_filter
   const std::set<std::string> domains = split_list(domain_filter);
 
   for (const std::string& prov : candidates) {
-    // First with RMA (the RDMA protocol); a provider without it is still good for SENDRECV.
+    // First with GPU memory where CUDA is present, then with RMA (the RDMA protocol); a
+    // provider without RMA is still good for SENDRECV.
     fi_info* list = nullptr;
     int rc = -FI_ENODATA;
-    for (bool rma : {true, false}) {
-      InfoPtr hints = make_hints(prov, rma);
+    const struct { bool rma, hmem; } tries[] = {{true, true}, {true, false}, {false, false}};
+    for (const auto& t : tries) {
+      if (t.hmem && !want_hmem) continue;
+      InfoPtr hints = make_hints(prov, t.rma, t.hmem);
       if (!hints) return Status::kSystemError;
       rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &list);
       if (rc == 0) break;
@@ -187,6 +195,8 @@ Status discover_nics(const std::string& wanted, const std::string& domain_filter
       nic.loopback = is_loopback_domain(i);
       nic.rma = (i->caps & FI_RMA) != 0 && (i->caps & FI_REMOTE_WRITE) != 0 &&
                 i->domain_attr->cq_data_size >= 4;
+      nic.rma_read = nic.rma && (i->caps & FI_READ) != 0 && (i->caps & FI_REMOTE_READ) != 0;
+      nic.hmem = (i->caps & FI_HMEM) != 0;
       nic.guid = fnv1a64(nic.pci_path.empty() ? prov + "/" + nic.domain : nic.pci_path);
       (nic.loopback ? loop : found).push_back(std::move(nic));
     }
@@ -213,32 +223,76 @@ Status Domain::open(const Nic& nic, std::shared_ptr<Domain>* out) {
   if (rc != 0) return fi_fail("fi_fabric", rc, nic.domain.c_str());
   rc = fi_domain(d->fabric_, d->info_.get(), &d->domain_, nullptr);
   if (rc != 0) return fi_fail("fi_domain", rc, nic.domain.c_str());
+  d->cache_ = mr_cache_create(d.get());
   *out = std::move(d);
   return Status::kOk;
 }
 
 Domain::~Domain() {
+  mr_cache_destroy(cache_);  // its idle registrations first: a domain with MRs will not close
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
 }
 
 Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out,
                        bool remote) {
+  return register_memory_spec(dom, ep, buf, len, remote ? FI_REMOTE_WRITE : 0, MemSpec(), out);
+}
+
+Status register_memory_spec(Domain& dom, fid_ep* ep, void* buf, size_t len,
+                            uint64_t remote_access, const MemSpec& spec, MemReg* out,
+                            std::string* quiet) {
   *out = MemReg();
   out->base = reinterpret_cast<uintptr_t>(buf);
   out->len = len;
+  out->kind = spec.kind;
   const uint64_t mode = dom.mr_mode();
-  // Without FI_MR_LOCAL the provider needs no descriptor for sends and receives; memory a peer
-  // writes into always needs a registration (its key).
-  if (((mode & FI_MR_LOCAL) == 0 && !remote) || len == 0) return Status::kOk;
+  const bool cuda = spec.kind != MemKind::kHost;
+  // Without FI_MR_LOCAL the provider needs no descriptor for sends and receives of host memory;
+  // memory a peer reaches always needs a registration (its key), and so does GPU memory (the
+  // provider must learn what it is).
+  if (((mode & FI_MR_LOCAL) == 0 && remote_access == 0 && !cuda) || len == 0) return Status::kOk;
   const uint64_t key = (mode & FI_MR_PROV_KEY) ? 0 : dom.next_requested_key();
-  const uint64_t access = remote ? (FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE)
-                                 : (FI_SEND | FI_RECV);
-  int rc = fi_mr_reg(dom.domain(), buf, len, access, 0, key, 0, &out->mr, nullptr);
+  uint64_t access = FI_SEND | FI_RECV | remote_access;
+  // The local end of RMA too (a flush reads into host memory) where the domain does RMA at all.
+  if (dom.info()->caps & FI_RMA) access |= FI_READ | FI_WRITE;
+  if (remote_access & FI_REMOTE_WRITE) access |= FI_WRITE;
+  if (remote_access & FI_REMOTE_READ) access |= FI_READ;
+  int rc;
+  const char* what = "fi_mr_reg";
+  if (!cuda && spec.dmabuf_fd < 0) {
+    rc = fi_mr_reg(dom.domain(), buf, len, access, 0, key, 0, &out->mr, nullptr);
+  } else {
+    iovec iov = {buf, len};
+    FiMrDmabuf dmabuf = {spec.dmabuf_fd, spec.dmabuf_offset, len,
+                         static_cast<uint8_t*>(buf) - spec.dmabuf_offset};
+    FiMrAttr120 attr = {};
+    uint64_t flags = 0;
+    if (spec.dmabuf_fd >= 0) {
+      attr.dmabuf = &dmabuf;
+      flags = kFiMrDmabuf;
+      what = "fi_mr_regattr(FI_MR_DMABUF)";
+    } else {
+      attr.mr_iov = &iov;
+      what = "fi_mr_regattr(FI_HMEM_CUDA)";
+    }
+    attr.iov_count = 1;
+    attr.access = access;
+    attr.requested_key = key;
+    attr.iface = cuda ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
+    attr.device.cuda = cuda ? spec.device : 0;
+    rc = fi_mr_regattr(dom.domain(), reinterpret_cast<const fi_mr_attr*>(&attr), flags, &out->mr);
+  }
   if (rc != 0) {
-    char ctx[160];
-    snprintf(ctx, sizeof(ctx), "registering %zu bytes at %p on %s", len, buf, dom.name().c_str());
-    return fi_fail("fi_mr_reg", rc, ctx);
+    char ctx[200];
+    snprintf(ctx, sizeof(ctx), "registering %zu bytes of %s memory at %p on %s", len,
+             mem_kind_name(spec.kind), buf, dom.name().c_str());
+    out->mr = nullptr;
+    if (quiet != nullptr) {
+      *quiet = std::string(ctx) + ": " + fi_error_text(what, rc);
+      return Status::kSystemError;
+    }
+    return fi_fail(what, rc, ctx);
   }
   if (mode & FI_MR_ENDPOINT) {
     rc = fi_mr_bind(out->mr, &ep->fid, 0);
@@ -246,17 +300,23 @@ Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* o
     if (rc != 0) {
       fi_close(&out->mr->fid);
       out->mr = nullptr;
+      if (quiet != nullptr) {
+        *quiet = fi_error_text("fi_mr_bind/fi_mr_enable", rc);
+        return Status::kSystemError;
+      }
       return fi_fail("fi_mr_bind/fi_mr_enable", rc, dom.name().c_str());
     }
   }
-  out->desc = (mode & FI_MR_LOCAL) ? fi_mr_desc(out->mr) : nullptr;
+  out->desc = (mode & (FI_MR_LOCAL | FI_MR_HMEM)) || cuda ? fi_mr_desc(out->mr) : nullptr;
   out->key = fi_mr_key(out->mr);
   out->remote_base = (mode & FI_MR_VIRT_ADDR) ? 0 : out->base;
   return Status::kOk;
 }
 
 void deregister_memory(MemReg* reg) {
-  if (reg->mr != nullptr) {
+  if (reg->cached != nullptr) {
+    mr_cache_release(reg->cached);
+  } else if (reg->mr != nullptr) {
     int rc = fi_close(&reg->mr->fid);
     if (rc != 0) fi_fail("fi_close(mr)", rc, nullptr);
   }
@@ -290,6 +350,12 @@ Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size,
   if (rc != 0) return fi_fail("fi_ep_bind(av)", rc, where);
   rc = fi_ep_bind(e->ep_, &e->cq_->fid, FI_TRANSMIT | FI_RECV);
   if (rc != 0) return fi_fail("fi_ep_bind(cq)", rc, where);
+  if (e->dom_->forbid_cuda()) {
+    bool permitted = false;
+    rc = fi_setopt(&e->ep_->fid, FI_OPT_ENDPOINT, kFiOptCudaApiPermitted, &permitted,
+                   sizeof(permitted));
+    if (rc != 0) return fi_fail("fi_setopt(FI_OPT_CUDA_API_PERMITTED=false)", rc, where);
+  }
   rc = fi_enable(e->ep_);
   if (rc != 0) return fi_fail("fi_enable", rc, where);
   *out = std::move(e);

@@ -15,9 +15,13 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include "mem/cuda.h"
 #include "util/status.h"
 
 namespace nf {
+
+class MrCache;
+struct MrEntry;
 
 // The libfabric API version we ask for: never above what the library offers (1.17 refuses 1.18).
 uint32_t fabric_api_version();
@@ -37,15 +41,18 @@ struct Nic {
   uint64_t guid = 0;
   bool loopback = false;
   bool rma = false;      // FI_RMA writes with remote CQ data of >= 4 bytes: the RDMA protocol works
+  bool rma_read = false;  // FI_READ and FI_REMOTE_READ too: a GPUDirect flush is possible
+  bool hmem = false;     // FI_HMEM granted (asked for only where a CUDA driver is present)
 };
 
 // The providers tried when NCCL_FABRIC_PROVIDER is empty, best first.
 const std::vector<std::string>& default_provider_order();
 
 // Finds the NICs of the first provider (from `wanted`, or the default order) that has any.
-// `domain_filter` is a comma-separated list of domain names ("" = all). On failure, *report says
-// which providers were tried and what each answered.
-Status discover_nics(const std::string& wanted, const std::string& domain_filter,
+// `domain_filter` is a comma-separated list of domain names ("" = all). `want_hmem`: ask for
+// FI_HMEM first (then without). On failure, *report says which providers were tried and what
+// each answered.
+Status discover_nics(const std::string& wanted, const std::string& domain_filter, bool want_hmem,
                      std::vector<Nic>* out, std::string* report);
 
 // An open fabric + domain for one NIC. Shared by every comm on that NIC.
@@ -63,7 +70,21 @@ class Domain {
   uint64_t max_msg_size() const { return info_->ep_attr->max_msg_size; }
   size_t cq_data_size() const { return info_->domain_attr->cq_data_size; }
   bool rma() const { return (info_->caps & FI_RMA) != 0 && info_->domain_attr->cq_data_size >= 4; }
+  bool hmem() const { return (info_->caps & FI_HMEM) != 0; }
   const std::string& name() const { return name_; }
+  // GPUDirect is in use on this domain: every endpoint opened from now on forbids the provider
+  // CUDA calls (FI_OPT_CUDA_API_PERMITTED=false), as NCCL requires.
+  void set_forbid_cuda(bool v) { forbid_cuda_ = v; }
+  bool forbid_cuda() const { return forbid_cuda_; }
+  // GPU memory registers here (NCCL_PTR_CUDA), and through DMA-BUFs (NCCL_PTR_DMABUF).
+  void set_gdr(bool cuda, bool dmabuf) {
+    forbid_cuda_ = cuda;
+    dmabuf_ = cuda && dmabuf;
+  }
+  bool gdr() const { return forbid_cuda_; }
+  bool gdr_dmabuf() const { return dmabuf_; }
+  // The registration cache of NCCL's buffers on this domain (mem/mr_cache.h).
+  MrCache& mr_cache() const { return *cache_; }
   // Keys for providers that do not choose them (no FI_MR_PROV_KEY): unique per domain.
   uint64_t next_requested_key() { return next_key_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -74,6 +95,9 @@ class Domain {
   fid_domain* domain_ = nullptr;
   std::string name_;
   std::atomic<uint64_t> next_key_{1};
+  bool forbid_cuda_ = false;
+  bool dmabuf_ = false;
+  MrCache* cache_ = nullptr;
 };
 
 // A memory registration, or the absence of one where the provider needs none.
@@ -86,6 +110,16 @@ struct MemReg {
   // What a peer subtracts from a virtual address to get the address fi_write takes: 0 with
   // FI_MR_VIRT_ADDR, the registration's start otherwise (offset addressing).
   uintptr_t remote_base = 0;
+  MemKind kind = MemKind::kHost;
+  MrEntry* cached = nullptr;  // held from the domain's registration cache: released, not closed
+};
+
+// What memory a registration covers, beyond its address.
+struct MemSpec {
+  MemKind kind = MemKind::kHost;
+  int device = 0;         // CUDA device ordinal
+  int dmabuf_fd = -1;     // >= 0: register through this DMA-BUF (libfabric 1.20+)
+  uint64_t dmabuf_offset = 0;
 };
 
 // Registers [buf, buf+len) for local send/recv as the provider's mr_mode demands
@@ -93,6 +127,13 @@ struct MemReg {
 // `remote`: also as the target of peers' RMA writes (always registered then, with a key).
 Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out,
                        bool remote = false);
+// The general form: `remote_access` is a mask of FI_REMOTE_WRITE / FI_REMOTE_READ; CUDA memory
+// is always registered (FI_HMEM_CUDA), through its DMA-BUF when spec.dmabuf_fd >= 0.
+// With `quiet`, a failure is described there instead of logged (probes).
+Status register_memory_spec(Domain& dom, fid_ep* ep, void* buf, size_t len,
+                            uint64_t remote_access, const MemSpec& spec, MemReg* out,
+                            std::string* quiet = nullptr);
+// Closes a registration, or gives a cached one back to its cache.
 void deregister_memory(MemReg* reg);
 
 // What a poll of the completion queue found.
@@ -105,6 +146,7 @@ struct CqError {
 // One RDM endpoint with its own completion queue and address vector.
 class Endpoint {
  public:
+  // With dom->forbid_cuda(), sets FI_OPT_CUDA_API_PERMITTED=false before enabling it.
   static Status open(std::shared_ptr<Domain> dom, size_t cq_size, std::unique_ptr<Endpoint>* out);
   ~Endpoint();
   Endpoint(const Endpoint&) = delete;

@@ -156,7 +156,9 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       NF_CHECK(l.sep->insert_peer(cm.addr, cm.addr_len, &l.peer));
       NF_CHECK(insert_rails(l, cm.proto, nrails));
       l.peer_id = cm.sender_id;
-      l.eager_max = l.proto == kProtoRdma
+      // With GPUDirect, NCCL's receive buffers are GPU memory: an eager message would have to be
+      // copied out of a bounce buffer by the CPU, so every message is written by the NIC.
+      l.eager_max = l.proto == kProtoRdma && !l.ep->domain().gdr()
                         ? static_cast<uint32_t>(params.get_int(ParamId::kEagerMax)) : 0;
       uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
       NF_CHECK(rail_addresses(l, cm.addr_len, rails));

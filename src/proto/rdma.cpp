@@ -263,7 +263,8 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
   const uint64_t t = eager_tag(c.peer_id, tag);
   ssize_t rc;
   bool injected = false;
-  if (c.use_inject && size <= c.inject_size) {
+  // GPU memory is never injected: the provider would copy it with the CPU.
+  if (c.use_inject && size <= c.inject_size && (mh == nullptr || mh->reg.kind == MemKind::kHost)) {
     rc = fi_tinjectdata(c.ep->ep(), data, size, m, c.peer, t);
     injected = rc == 0;
   } else {

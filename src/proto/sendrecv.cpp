@@ -6,6 +6,7 @@
 #include <rdma/fi_errno.h>
 
 #include "fabric/errors.h"
+#include "mem/mr_cache.h"
 #include "proto/rdma.h"
 #include "util/log.h"
 
@@ -297,7 +298,9 @@ Comm::~Comm() {
     pool->for_each([&](Request* r) {
       if (r->state == ReqState::kFree || r->in_flight == 0) return;
       busy = true;
-      if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend) return;
+      if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ||
+          r->type == ReqType::kFlush)
+        return;
       if (r->type == ReqType::kRecv && proto == kProtoRdma) return;  // only its CTS send is out
       for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
     });
@@ -454,7 +457,8 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
   r->sizes[0] = size;
   const uint64_t t = data_tag(c.peer_id, tag);
   ssize_t rc;
-  if (c.use_inject && size <= c.inject_size) {
+  // GPU memory is never injected: the provider would copy it with the CPU.
+  if (c.use_inject && size <= c.inject_size && (mh == nullptr || mh->reg.kind == MemKind::kHost)) {
     // The provider copies the data before returning and reports no completion.
     rc = fi_tinject(c.ep->ep(), data, size, c.peer, t);
     if (rc == 0) {
@@ -478,7 +482,7 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
   }
   request_release(r);
   if (rc == -FI_EAGAIN) return comm_progress(c);
-  return fi_fail(c.use_inject && size <= c.inject_size ? "fi_tinject" : "fi_tsend",
+  return fi_fail(c.use_inject && size <= c.inject_size && (mh == nullptr || mh->reg.kind == MemKind::kHost) ? "fi_tinject" : "fi_tsend",
                  static_cast<int>(rc), c.peer_name.c_str());
 }
 
@@ -519,9 +523,35 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
   return Status::kOk;
 }
 
+namespace {
+
+Status post_flush(Comm& c, Request* r) {
+  MemHandle* mh = r->mhs[0];
+  const uintptr_t a = reinterpret_cast<uintptr_t>(r->bufs[0]);
+  ssize_t rc = fi_read(c.ep->ep(), c.ctrl->flush, r->caps[0], c.ctrl_reg.desc, c.sep->self,
+                       a - mh->reg.remote_base, mh->reg.key, &r->ops[0]);
+  if (rc == -FI_EAGAIN) return Status::kOk;  // posted later, from test()
+  if (rc != 0) {
+    r->n = 0;  // nothing will complete
+    Status s = fi_fail("fi_read(GPUDirect flush)", static_cast<int>(rc), "our own endpoint");
+    fail_request(r, s);
+    return s;
+  }
+  mh->uses.fetch_add(1, std::memory_order_relaxed);
+  r->posted = 1;
+  r->in_flight = 1;
+  return Status::kOk;
+}
+
+}  // namespace
+
 Status sr_test(Request* r, int* done, int* sizes) {
   Comm& c = *r->comm;
   std::lock_guard<std::mutex> lock(c.sep->mu);
+  if (r->type == ReqType::kFlush && r->state == ReqState::kPending && r->posted == 0) {
+    Status s = post_flush(c, r);
+    if (!ok(s)) fail_request(r, s);
+  }
   if (r->state == ReqState::kPending) {
     Status s = comm_progress(c);
     if (!ok(s) && r->state == ReqState::kPending) fail_request(r, s);
@@ -550,15 +580,22 @@ Status sr_test(Request* r, int* done, int* sizes) {
   }
 }
 
-Status sr_reg_mr(Comm& c, void* data, size_t size, MemHandle** out) {
+Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const MemSpec& spec,
+                 MemHandle** out) {
   std::unique_ptr<MemHandle> mh(new MemHandle());
   mh->magic = kMrMagic;
   mh->comm = &c;
   const bool rdma = c.proto == kProtoRdma;
-  const bool remote = rdma && c.role == CommRole::kRecv;  // the peer writes into it
+  uint64_t remote = 0;
+  if (rdma && c.role == CommRole::kRecv) remote |= FI_REMOTE_WRITE;  // the peer writes into it
+  // The GPUDirect flush reads received GPU memory back through our own endpoint.
+  if (info.kind != MemKind::kHost && c.role == CommRole::kRecv &&
+      c.params.get_bool(ParamId::kFlush))
+    remote |= FI_REMOTE_READ;
   for (int r = 0; r < (rdma ? c.nrails : 1); ++r) {
-    Status s = register_memory(c.sep->rail(r)->domain(), c.sep->rail(r)->ep(), data, size,
-                               &mh->rail_reg(r), remote);
+    Endpoint* ep = c.sep->rail(r);
+    Status s = ep->domain().mr_cache().acquire(ep->ep(), data, size, remote, info, spec,
+                                               &mh->rail_reg(r));
     if (!ok(s)) {
       for (int k = 0; k < r; ++k) deregister_memory(&mh->rail_reg(k));
       return s;
@@ -566,6 +603,35 @@ Status sr_reg_mr(Comm& c, void* data, size_t size, MemHandle** out) {
     if (c.params.get_bool(ParamId::kTestDropDesc)) mh->rail_reg(r).desc = nullptr;  // see its doc
   }
   *out = mh.release();
+  return Status::kOk;
+}
+
+
+Status sr_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
+  *out = nullptr;
+  std::lock_guard<std::mutex> lock(c.sep->mu);
+  if (!ok(c.sep->failed)) return c.sep->failed;
+  if (c.sep->self == FI_ADDR_UNSPEC) {
+    uint8_t name[kMaxAddrLen];
+    size_t len = sizeof(name);
+    NF_CHECK(c.ep->name(name, &len));
+    NF_CHECK(c.sep->insert_peer(name, len, &c.sep->self));
+  }
+  Request* r = take_request(c, ReqType::kFlush, 1);
+  if (r == nullptr) {
+    // A NULL flush request means "flushed" to NCCL: running out must be an error.
+    NF_WARN("iflush with %s: every request of the comm is in use", c.peer_name.c_str());
+    return Status::kInternalError;
+  }
+  r->bufs[0] = data;
+  r->caps[0] = 4;  // a few bytes are enough to order the earlier PCIe writes
+  r->mhs[0] = mh;
+  Status s = post_flush(c, r);
+  if (!ok(s)) {
+    request_release(r);
+    return s;
+  }
+  *out = r;
   return Status::kOk;
 }
 

@@ -42,7 +42,7 @@ struct OpCtx {
 
 // kEagerRecv (receiver's bounce buffers) and kCtsRecv (sender's clear-to-send buffers) are the
 // RDMA protocol's persistent receives: reposted after each message, never handed to NCCL.
-enum class ReqType : uint8_t { kSend, kRecv, kCtrlSend, kCtrlRecv, kEagerRecv, kCtsRecv };
+enum class ReqType : uint8_t { kSend, kRecv, kCtrlSend, kCtrlRecv, kEagerRecv, kCtsRecv, kFlush };
 enum class ReqState : uint8_t { kFree, kPending, kDone, kError };
 
 struct Request {
@@ -103,6 +103,7 @@ struct CtrlBuf {
   uint8_t connect_slack[64];  // a longer message lands here and is refused, not truncated
   AckMsg ack;
   uint8_t ack_slack[64];
+  uint8_t flush[64];  // where GPUDirect flush reads land (content unused)
 };
 
 // ---- RDMA protocol state of a comm (rdma.cpp) -------------------------------------------------
@@ -174,6 +175,7 @@ struct SharedEp {
   uint32_t next_id = 1;          // comm ids: 1 .. kMaxCommId
   Status failed = Status::kOk;   // sticky: the completion queue itself failed
   std::unordered_map<std::string, fi_addr_t> peers;  // address bytes -> AV entry: one per peer
+  fi_addr_t self = FI_ADDR_UNSPEC;  // our own address in the AV (GPUDirect flush reads)
   std::vector<Zombie> zombies;
 
   SharedEp() = default;
@@ -262,7 +264,12 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
                 MemHandle* const* mhs, Request** out);
 Status sr_test(Request* r, int* done, int* sizes);
 
-Status sr_reg_mr(Comm& c, void* data, size_t size, MemHandle** out);
+// Registers NCCL's buffer on every rail of the comm, through each domain's registration cache.
+Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const MemSpec& spec,
+                 MemHandle** out);
+// GPUDirect flush: an RDMA read of a few bytes of `data` (CUDA memory in `mh`) into host memory,
+// through the comm's own endpoint.
+Status sr_iflush(Comm& c, void* data, MemHandle* mh, Request** out);
 Status sr_dereg_mr(Comm& c, MemHandle* mh);
 
 // Posts one control message (handshake) and reports the request to poll. Under sep->mu.

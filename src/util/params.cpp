@@ -44,13 +44,33 @@ const ParamDef kDefs[kParamCount] = {
     {ParamId::kTestCtsFault, "NCCL_FABRIC_TEST_CTS_FAULT", ParamType::kString, "none", 0, 0,
      "testing only: the receiver corrupts every clear-to-send it sends (none, size, count, addr, "
      "key) so tests can show the sender refuses it"},
+    {ParamId::kGdr, "NCCL_FABRIC_GDR", ParamType::kString, "auto", 0, 0,
+     "GPUDirect RDMA: auto (offer NCCL_PTR_CUDA where the provider registers GPU memory without "
+     "CUDA calls of its own), off (host memory only), require (fail init without it)"},
+    {ParamId::kDmabuf, "NCCL_FABRIC_DMABUF", ParamType::kString, "auto", 0, 0,
+     "DMA-BUF registration of GPU memory: auto (where libfabric >= 1.20, the driver and the "
+     "provider support it) or off"},
+    {ParamId::kFlush, "NCCL_FABRIC_FLUSH", ParamType::kBool, "1", 0, 1,
+     "GPUDirect flush: when NCCL asks (iflush), read a few bytes of the received GPU buffer "
+     "through the NIC so its PCIe writes are visible to the GPU; 0 answers every iflush at once"},
+    {ParamId::kMrCacheEntries, "NCCL_FABRIC_MR_CACHE_ENTRIES", ParamType::kInt, "1024", 0, 1048576,
+     "registrations kept per NIC for reuse (held and idle); 0 registers every regMr afresh"},
+    {ParamId::kCudaLibrary, "NCCL_FABRIC_CUDA_LIBRARY", ParamType::kString, "libcuda.so.1", 0, 0,
+     "the CUDA driver library the plugin loads at run time (name or path)"},
+    {ParamId::kTestAssumeDmabuf, "NCCL_FABRIC_TEST_ASSUME_DMABUF", ParamType::kBool, "0", 0, 1,
+     "testing only: treat the loaded libfabric as one with FI_MR_DMABUF (1.20+), so tests can "
+     "exercise DMA-BUF registration on the mock provider built against older headers"},
 };
 
 // String parameters that take one of a fixed set of values.
 const char* const* choices_of(ParamId id) {
   static const char* const kProtocols[] = {"auto", "sendrecv", "rdma", nullptr};
   static const char* const kCtsFaults[] = {"none", "size", "count", "addr", "key", nullptr};
+  static const char* const kGdrModes[] = {"auto", "off", "require", nullptr};
+  static const char* const kDmabufModes[] = {"auto", "off", nullptr};
   switch (id) {
+    case ParamId::kGdr: return kGdrModes;
+    case ParamId::kDmabuf: return kDmabufModes;
     case ParamId::kProtocol: return kProtocols;
     case ParamId::kTestCtsFault: return kCtsFaults;
     default: return nullptr;

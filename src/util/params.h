@@ -23,6 +23,12 @@ enum class ParamId : int {
   kMinChunk,
   kRails,
   kTestCtsFault,
+  kGdr,
+  kDmabuf,
+  kFlush,
+  kMrCacheEntries,
+  kCudaLibrary,
+  kTestAssumeDmabuf,
   kCount
 };
 

@@ -6,6 +6,7 @@ namespace nf {
 
 enum class Status : int {
   kOk = 0,
+  kUnhandledCudaError = 1,  // a CUDA driver call failed
   kSystemError = 2,     // the network, the provider or the OS failed
   kInternalError = 3,   // the caller broke the plugin contract (bad request, bad handle)
   kInvalidArgument = 4,

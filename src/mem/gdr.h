@@ -1,0 +1,27 @@
+// GPUDirect RDMA detection: can this NIC read and write GPU memory for NCCL, and how.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "fabric/fabric.h"
+#include "util/params.h"
+
+namespace nf {
+
+struct GdrReport {
+  bool cuda = false;     // NCCL_PTR_CUDA: GPU buffers registered with FI_HMEM_CUDA
+  bool dmabuf = false;   // NCCL_PTR_DMABUF: ... also through a DMA-BUF fd
+  bool expected = false;  // the platform is one where GPUDirect is the norm (WARN when missing)
+  std::string cuda_reason;    // why (not), for the log
+  std::string dmabuf_reason;
+};
+
+// Probes NIC `nic` through its open domain: CUDA present (NCCL_FABRIC_CUDA_LIBRARY), the provider
+// grants FI_HMEM, an endpoint accepts FI_OPT_CUDA_API_PERMITTED=false, reads for the flush exist
+// (unless NCCL_FABRIC_FLUSH=0), and a real device allocation registers with FI_HMEM_CUDA; then
+// DMA-BUF: libfabric >= 1.20, the device exports DMA-BUFs, and such a registration works.
+// Needs a current CUDA context (NCCL's init thread has one). On success the domain forbids
+// providers CUDA calls on every endpoint it opens from then on.
+GdrReport probe_gdr(const Nic& nic, Domain& dom, const Params& params);
+
+}  // namespace nf

@@ -1,0 +1,76 @@
+// The registration cache of one domain: NCCL registers the same memory on many comms (shared P2P
+// pools, user buffers registered again and again), and a GPUDirect registration costs a kernel
+// call that pins GPU pages. A registration that already covers a range (same memory kind, device
+// and access) is shared, with a reference count.
+//
+// Freed memory: a CUDA allocation has a buffer id that the driver never reuses, so an entry whose
+// range now belongs to another allocation is recognised as stale and never handed out again;
+// idle CUDA entries (no reference left) stay registered for reuse, up to the entry limit, least
+// recently used first out. Host memory has no such id: its entries are closed when their last
+// reference goes, so a range freed and mapped again is always registered afresh.
+// Providers that bind registrations to an endpoint (FI_MR_ENDPOINT) get no sharing.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <mutex>
+
+#include "fabric/fabric.h"
+#include "mem/cuda.h"
+
+namespace nf {
+
+struct MrEntry {
+  MrCache* owner = nullptr;
+  MemReg reg;  // reg.base/len: what is registered (may be wider than what was asked)
+  uintptr_t start = 0, end = 0;
+  MemKind kind = MemKind::kHost;
+  int device = 0;
+  uint64_t buffer_id = 0;
+  uint64_t remote_access = 0;
+  int refs = 0;
+  bool stale = false;
+  bool listed = false;  // in the cache's list (false: a one-off registration)
+  uint64_t last_use = 0;
+};
+
+class MrCache {
+ public:
+  explicit MrCache(Domain* dom) : dom_(dom) {}
+  ~MrCache();
+  MrCache(const MrCache&) = delete;
+  MrCache& operator=(const MrCache&) = delete;
+
+  // A registration covering [buf, buf+len) with at least `remote_access` (FI_REMOTE_WRITE/READ),
+  // for memory described by `info` (the caller classified it) and `spec` (how to register it on
+  // a miss). *out is a copy whose `cached` names the entry: deregister_memory() releases it.
+  Status acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_access, const PtrInfo& info,
+                 const MemSpec& spec, MemReg* out);
+  void release(MrEntry* e);
+
+  // Entries kept (held and idle); 0 turns sharing off. Applies from the next acquire.
+  void set_limit(size_t n);
+
+  struct Stats {
+    uint64_t hits = 0, misses = 0, stale = 0, evictions = 0;
+    size_t held = 0, idle = 0;
+  };
+  Stats stats() const;
+
+ private:
+  void close_entry(MrEntry* e);  // under mu_
+  void trim();                   // under mu_: idle entries over the limit go
+
+  Domain* dom_;
+  mutable std::mutex mu_;
+  std::list<MrEntry*> entries_;
+  size_t limit_ = 1024;
+  uint64_t clock_ = 0;
+  Stats stats_;
+};
+
+MrCache* mr_cache_create(Domain* dom);
+void mr_cache_destroy(MrCache* c);
+void mr_cache_release(MrEntry* e);
+
+}  // namespace nf
