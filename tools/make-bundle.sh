@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Assembles what a machine without libfabric needs to run the plugin (e.g. a GPU host that has
 # CUDA, NCCL and PyTorch but no libfabric): the plugin, nccl-fabric-perf, the mock provider,
-# libfabric.so.1 and every library those load that is not the C/C++ runtime, into one folder.
+# libfabric.so.1 and every library those load that is not the C/C++ runtime, into one folder,
+# plus the GPU tests (gpu/: run.sh, torch_check.py, nccl-fabric-gpucheck; docs/gpu-testing.md).
 #   tools/make-bundle.sh BUILD_DIR DEST
-# Then on the other machine: source DEST/env.sh
+# Then on the other machine: source DEST/env.sh  (and DEST/gpu/run.sh for the GPU tests)
 set -euo pipefail
 build=${1:?usage: make-bundle.sh BUILD_DIR DEST}
 dest=${2:?usage: make-bundle.sh BUILD_DIR DEST}
@@ -12,14 +13,17 @@ limit=$((64 * 1024 * 1024))  # what the project's device tool carries
 plugin="$build/.libs/libnccl-net-fabric.so"
 tool="$build/tools/nccl-fabric-perf"
 mock="$build/tests/mockprov/.libs/libmockefa-fi.so"
-for f in "$plugin" "$tool"; do
+gpucheck="$build/tests/gpu/nccl-fabric-gpucheck"
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+for f in "$plugin" "$tool" "$gpucheck" "$src/tests/gpu/run.sh" "$src/tests/gpu/torch_check.py"; do
   [ -f "$f" ] || { echo "make-bundle: $f is missing: run make first" >&2; exit 1; }
 done
 
 rm -rf "$dest"
-mkdir -p "$dest/lib" "$dest/bin" "$dest/prov"
+mkdir -p "$dest/lib" "$dest/bin" "$dest/prov" "$dest/gpu"
 cp "$plugin" "$dest/lib/"
 cp "$tool" "$dest/bin/"
+cp "$gpucheck" "$src/tests/gpu/run.sh" "$src/tests/gpu/torch_check.py" "$dest/gpu/"
 [ -f "$mock" ] && cp "$mock" "$dest/prov/"
 
 # The C/C++ runtime stays the host's: a libstdc++ on LD_LIBRARY_PATH would shadow the newer one
@@ -44,6 +48,7 @@ copy_deps() {
 }
 copy_deps "$plugin"
 copy_deps "$tool"
+copy_deps "$gpucheck"
 
 cat > "$dest/env.sh" <<'ENV'
 # Source this file: the plugin and its libfabric come from this folder.
@@ -54,6 +59,7 @@ export NCCL_NET=fabric
 export PATH="$here/bin:$PATH"
 # The mock EFA provider, for tests: add FI_PROVIDER=mockefa NCCL_FABRIC_PROVIDER=mockefa to use it.
 export FI_PROVIDER_PATH="$here/prov"
+# The GPU tests: $here/gpu/run.sh (docs/gpu-testing.md).
 ENV
 
 size=$(du -sb "$dest" | cut -f1)
