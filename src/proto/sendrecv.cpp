@@ -242,7 +242,10 @@ Status SharedEp::alloc_id(uint32_t* out) {
 
 SharedEp::~SharedEp() {
   // The endpoints first: closing them drops every operation still in flight; only then may the
-  // memory the zombies kept go.
+  // memory the zombies kept go. Their domains (and registration caches) stay until then.
+  std::vector<std::shared_ptr<Domain>> doms;
+  if (ep) doms.push_back(ep->domain_ptr());
+  for (auto& e : more) doms.push_back(e->domain_ptr());
   more.clear();
   ep.reset();
   for (Zombie& z : zombies) {

@@ -76,6 +76,7 @@ int child_setup(const PairOptions& opt, nfc::NetPlugin* p) {
     if (kv.second.empty()) unsetenv(kv.first.c_str());  // "" means: not set at all
     else setenv(kv.first.c_str(), kv.second.c_str(), 1);
   }
+  if (opt.before_init) CHILD_CHECK(opt.before_init() == 0, "before_init");
   std::string err;
   CHILD_CHECK(p->load(plugin_path(), opt.abi_version, &err), "%s", err.c_str());
   CHILD_CHECK(p->init() == ncclSuccess, "init failed on provider '%s'", opt.provider.c_str());

@@ -41,6 +41,9 @@ struct PairOptions {
   int abi_version = 0;     // 0 = newest
   int comms = 1;           // connections each way
   std::vector<std::pair<std::string, std::string>> env;  // extra environment ("" = unset it)
+  // Runs in the child after the environment is set and before the plugin loads (e.g. to make a
+  // CUDA context current, as NCCL has when it calls init). Non-zero fails the child.
+  std::function<int()> before_init;
 };
 
 // The providers the two-process tests run on.

@@ -220,6 +220,11 @@ ncclResult_t NetPlugin::reg_mr(void* comm, void* data, size_t size, int type, vo
   }
 }
 
+ncclResult_t NetPlugin::reg_mr_dmabuf(void* comm, void* data, size_t size, int type,
+                                      uint64_t offset, int fd, void** mh) {
+  NFC_DISPATCH(regMrDmaBuf, comm, data, size, type, offset, fd, mh);
+}
+
 ncclResult_t NetPlugin::dereg_mr(void* comm, void* mh) { NFC_DISPATCH(deregMr, comm, mh); }
 
 ncclResult_t NetPlugin::isend(void* comm, void* data, size_t size, int tag, void* mh, void** req) {
