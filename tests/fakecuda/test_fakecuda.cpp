@@ -121,7 +121,8 @@ struct Cuda {
   cu::MemcpyHtoDFn htod = resolve<cu::MemcpyHtoDFn>("cuMemcpyHtoD");
   cu::MemcpyDtoHFn dtoh = resolve<cu::MemcpyDtoHFn>("cuMemcpyDtoH");
   MemGetAddressRangeFn range = resolve<MemGetAddressRangeFn>("cuMemGetAddressRange");
-  cu::MemGetHandleForAddressRangeFn dmabuf = resolve<cu::MemGetHandleForAddressRangeFn>("cuMemGetHandleForAddressRange");
+  cu::MemGetHandleForAddressRangeFn dmabuf =
+      resolve<cu::MemGetHandleForAddressRangeFn>("cuMemGetHandleForAddressRange");
   cu::GetErrorStringFn error_string = resolve<cu::GetErrorStringFn>("cuGetErrorString");
 };
 

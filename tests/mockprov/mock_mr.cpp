@@ -57,7 +57,8 @@ int check_dmabuf(const Domain* d, const fi_mr_dmabuf* db) {
   if (std::sscanf(target, "/memfd:fakecuda-dmabuf:%llx:%llx", &start, &size) != 2) return 0;
   const uintptr_t va = reinterpret_cast<uintptr_t>(db->base_addr) + db->offset;
   if (db->offset > size || db->len > size - db->offset) {
-    violation(MOCKEFA_V_DMABUF_RANGE, "FI_MR_DMABUF offset %llu + len %zu past the end of the dma-buf (fd %d, %llu bytes)",
+    violation(MOCKEFA_V_DMABUF_RANGE,
+              "FI_MR_DMABUF offset %llu + len %zu past the end of the dma-buf (fd %d, %llu bytes)",
               static_cast<unsigned long long>(db->offset), db->len, db->fd, size);
     return -FI_EINVAL;
   }
@@ -81,7 +82,8 @@ int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, ui
     // mr_iov and dmabuf share a union in fi_mr_attr (1.20+); EFA still checks iov_count <= 1.
     dmabuf = reinterpret_cast<const fi_mr_dmabuf*>(static_cast<const void*>(iov));
     if (!dmabuf || count > kMrIovLimit) return -FI_EINVAL;
-    dmabuf_iov.iov_base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(dmabuf->base_addr) + dmabuf->offset);
+    const uintptr_t va = reinterpret_cast<uintptr_t>(dmabuf->base_addr) + dmabuf->offset;
+    dmabuf_iov.iov_base = reinterpret_cast<void*>(va);
     dmabuf_iov.iov_len = dmabuf->len;
     iov = &dmabuf_iov;
     count = 1;
