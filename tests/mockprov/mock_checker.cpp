@@ -36,7 +36,8 @@ const char* const kViolationNames[MOCKEFA_V_COUNT] = {
     "no_desc",     "bad_desc",    "desc_range",  "rma_key",      "rma_bounds",
     "rma_access",  "cq_data",     "msg_size",    "inject_size",  "iov_limit",
     "ctx_reuse",   "bad_addr",    "not_enabled", "missing_cap",  "mr_in_use",
-    "writedata_size", "unsupported", "opt_state", "busy_close",
+    "writedata_size", "unsupported", "opt_state", "busy_close", "dmabuf_fd",
+    "dmabuf_range",
 };
 const char* const kFaultNames[MOCKEFA_F_COUNT] = {
     "eagain", "error", "unreachable", "cq_delay", "cq_reorder", "wire_delay", "wire_reorder", "chunked",
@@ -93,6 +94,7 @@ Profile read_profile() {
   else p.handshake = HandshakeMode::kEagain;
   p.require_mr_local = env_flag("MOCKEFA_REQUIRE_MR_LOCAL", false);
   p.legacy_opts = env_flag("MOCKEFA_LEGACY_OPTS", false);
+  p.dmabuf = env_flag("MOCKEFA_DMABUF", true);
   p.max_msg_size = env_u64("MOCKEFA_MAX_MSG_SIZE", SIZE_MAX);
   p.inject_size = env_u64("MOCKEFA_INJECT_SIZE", 4096);
   p.eager_size = env_u64("MOCKEFA_EAGER_SIZE", 8192);

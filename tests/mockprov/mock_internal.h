@@ -32,6 +32,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "mock_dmabuf.h"
 #include "mockefa.h"
 
 #define MOCKEFA_EXPORT extern "C" __attribute__((visibility("default")))
@@ -122,6 +123,7 @@ struct Profile {
   HandshakeMode handshake = HandshakeMode::kEagain;
   bool require_mr_local = false;
   bool legacy_opts = false;
+  bool dmabuf = true;  // FI_MR_DMABUF registrations work (the kernel and rdma-core support them)
   size_t max_msg_size = SIZE_MAX;
   size_t inject_size = 4096;
   size_t eager_size = 8192;

@@ -1,6 +1,11 @@
 // Memory registration: fi_mr_reg / fi_mr_regv / fi_mr_regattr with provider-chosen keys.
 // The descriptor (fi_mr_desc) is the Mr object itself; the checker accepts a descriptor only if
 // it is in the live set, so a stale or foreign pointer is caught without dereferencing it.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "mock_internal.h"
 
 namespace mockefa {
@@ -31,10 +36,58 @@ int mr_close(fid* f) {
   return 0;
 }
 
+// FI_MR_DMABUF: the region is [base_addr + offset, +len) of the caller's address space, and
+// must be what bytes [offset, offset + len) of the dma-buf hold. The fd is only looked at: the
+// caller may close it as soon as we return (NCCL does), so it is not kept.
+int check_dmabuf(const Domain* d, const fi_mr_dmabuf* db) {
+  // EFA passes FI_MR_DMABUF to ibv_reg_dmabuf_mr; a kernel without dma-buf MR support answers
+  // EOPNOTSUPP, which EFA returns as -FI_EOPNOTSUPP.
+  if (!d->profile.dmabuf) return -FI_EOPNOTSUPP;
+  if (fcntl(db->fd, F_GETFD) == -1) {
+    violation(MOCKEFA_V_DMABUF_FD, "FI_MR_DMABUF with fd %d, which is not open", db->fd);
+    return -FI_EINVAL;
+  }
+  // A fakecuda dma-buf (tests/fakecuda) is a memfd named after the device range it exports.
+  char link[64], target[256];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", db->fd);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0) return 0;
+  target[n] = '\0';
+  unsigned long long start = 0, size = 0;
+  if (std::sscanf(target, "/memfd:fakecuda-dmabuf:%llx:%llx", &start, &size) != 2) return 0;
+  const uintptr_t va = reinterpret_cast<uintptr_t>(db->base_addr) + db->offset;
+  if (db->offset > size || db->len > size - db->offset) {
+    violation(MOCKEFA_V_DMABUF_RANGE,
+              "FI_MR_DMABUF offset %llu + len %zu past the end of the dma-buf (fd %d, %llu bytes)",
+              static_cast<unsigned long long>(db->offset), db->len, db->fd, size);
+    return -FI_EINVAL;
+  }
+  if (reinterpret_cast<uintptr_t>(db->base_addr) != start) {
+    violation(MOCKEFA_V_DMABUF_RANGE,
+              "FI_MR_DMABUF base_addr %p is not the address of the dma-buf's first byte (0x%llx): the region "
+              "[0x%llx, +%zu) would name other memory than it holds",
+              db->base_addr, start, static_cast<unsigned long long>(va), db->len);
+    return -FI_EINVAL;
+  }
+  return 0;
+}
+
 int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, uint64_t flags,
                   int iface, int device, void* context, fid_mr** out) {
   if (!fdom || !out) return -FI_EINVAL;
-  if (flags & ~FI_HMEM_DEVICE_ONLY) return -FI_EBADFLAGS;
+  if (flags & ~(FI_HMEM_DEVICE_ONLY | FI_MR_DMABUF)) return -FI_EBADFLAGS;
+  const fi_mr_dmabuf* dmabuf = nullptr;
+  iovec dmabuf_iov{};
+  if (flags & FI_MR_DMABUF) {
+    // mr_iov and dmabuf share a union in fi_mr_attr (1.20+); EFA still checks iov_count <= 1.
+    dmabuf = reinterpret_cast<const fi_mr_dmabuf*>(static_cast<const void*>(iov));
+    if (!dmabuf || count > kMrIovLimit) return -FI_EINVAL;
+    const uintptr_t va = reinterpret_cast<uintptr_t>(dmabuf->base_addr) + dmabuf->offset;
+    dmabuf_iov.iov_base = reinterpret_cast<void*>(va);
+    dmabuf_iov.iov_len = dmabuf->len;
+    iov = &dmabuf_iov;
+    count = 1;
+  }
   if (count != kMrIovLimit || !iov) return -FI_EINVAL;  // EFA: mr_iov_limit is 1
   if (!iov[0].iov_base && iov[0].iov_len) return -FI_EINVAL;
   Lock lk(g().mu);
@@ -49,6 +102,9 @@ int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, ui
     else cuda_soft_key = d->profile.gdr == GdrMode::kNoP2p;
   } else if (iface != FI_HMEM_SYSTEM) {
     return (iface > FI_HMEM_SYSTEM && iface <= FI_HMEM_SYNAPSEAI) ? -FI_ENOSYS : -FI_EINVAL;
+  }
+  if (dmabuf) {
+    if (int rc = check_dmabuf(d, dmabuf)) return rc;
   }
   auto* mr = new Mr();
   mr->h.self = mr;
@@ -83,12 +139,14 @@ int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, ui
 
 int mr_reg(fid* fdom, const void* buf, size_t len, uint64_t access, uint64_t /*offset*/,
            uint64_t /*requested_key*/, uint64_t flags, fid_mr** mr, void* context) {
+  if (flags & FI_MR_DMABUF) return -FI_EBADFLAGS;  // a dma-buf can only be described by fi_mr_attr
   iovec iov{const_cast<void*>(buf), len};
   return mr_reg_common(fdom, &iov, 1, access, flags, FI_HMEM_SYSTEM, 0, context, mr);
 }
 
 int mr_regv(fid* fdom, const iovec* iov, size_t count, uint64_t access, uint64_t /*offset*/,
             uint64_t /*requested_key*/, uint64_t flags, fid_mr** mr, void* context) {
+  if (flags & FI_MR_DMABUF) return -FI_EBADFLAGS;
   return mr_reg_common(fdom, iov, count, access, flags, FI_HMEM_SYSTEM, 0, context, mr);
 }
 

@@ -48,6 +48,8 @@ enum mockefa_violation {
 	MOCKEFA_V_UNSUPPORTED,     /* flag/feature the mock refuses (MULTI_RECV, PEEK, ...): -FI_EOPNOTSUPP */
 	MOCKEFA_V_OPT_STATE,       /* option EFA only takes before fi_enable, set after: -FI_EINVAL */
 	MOCKEFA_V_BUSY_CLOSE,      /* fi_close of an object still in use (bound EP, open MRs): -FI_EBUSY */
+	MOCKEFA_V_DMABUF_FD,       /* FI_MR_DMABUF with an fd that is not open: -FI_EINVAL */
+	MOCKEFA_V_DMABUF_RANGE,    /* FI_MR_DMABUF region not the memory a fakecuda dma-buf stands for: -FI_EINVAL */
 	MOCKEFA_V_COUNT
 };
 
