@@ -32,7 +32,7 @@ MrCache::~MrCache() {
 void MrCache::set_limit(size_t n) {
   std::lock_guard<std::mutex> lock(mu_);
   limit_ = n;
-  trim();
+  trim(limit_);
 }
 
 MrCache::Stats MrCache::stats() const {
@@ -50,8 +50,8 @@ void MrCache::close_entry(MrEntry* e) {
   delete e;
 }
 
-void MrCache::trim() {
-  while (entries_.size() > limit_) {
+void MrCache::trim(size_t keep) {
+  while (entries_.size() > keep) {
     MrEntry* oldest = nullptr;
     for (MrEntry* e : entries_)
       if (e->refs == 0 && (oldest == nullptr || e->last_use < oldest->last_use)) oldest = e;
@@ -122,7 +122,7 @@ Status MrCache::acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_acces
   e->refs = 1;
   e->last_use = ++clock_;
   if (share) {
-    trim();
+    trim(limit_ - 1);  // room for this one: idle entries go first, least recently used
     if (entries_.size() < limit_) {
       e->listed = true;
       entries_.push_back(e.get());
@@ -150,7 +150,7 @@ void MrCache::release(MrEntry* e) {
     return;
   }
   e->last_use = ++clock_;
-  trim();
+  trim(limit_);
 }
 
 }  // namespace nf

@@ -59,7 +59,7 @@ class MrCache {
 
  private:
   void close_entry(MrEntry* e);  // under mu_
-  void trim();                   // under mu_: idle entries over the limit go
+  void trim(size_t keep);        // under mu_: idle entries beyond `keep` go, oldest first
 
   Domain* dom_;
   mutable std::mutex mu_;

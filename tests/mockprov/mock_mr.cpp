@@ -133,6 +133,7 @@ int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, ui
   g().mr_by_key[mr->key] = mr;
   d->children++;
   g().counters.open_mrs++;
+  g().counters.mr_registrations++;
   *out = &mr->h.fid;
   return 0;
 }

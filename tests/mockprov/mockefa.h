@@ -96,6 +96,7 @@ struct mockefa_counters {
 	 * tx_posted, whether or not the op later completes in error; handshakes are not counted. */
 	uint64_t nic_tx_bytes[32];
 	uint64_t nic_tx_ops[32];
+	uint64_t mr_registrations;    /* successful fi_mr_reg/regv/regattr calls (a cache's misses) */
 };
 
 /* Fault knobs, per endpoint. An endpoint takes its knobs when it is opened (fi_endpoint):
