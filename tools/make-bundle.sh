@@ -14,8 +14,9 @@ plugin="$build/.libs/libnccl-net-fabric.so"
 tool="$build/tools/nccl-fabric-perf"
 mock="$build/tests/mockprov/.libs/libmockefa-fi.so"
 gpucheck="$build/tests/gpu/nccl-fabric-gpucheck"
+cudacheck="$build/tests/gpu/nccl-fabric-cudacheck"
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-for f in "$plugin" "$tool" "$gpucheck" "$src/tests/gpu/run.sh" "$src/tests/gpu/torch_check.py"; do
+for f in "$plugin" "$tool" "$gpucheck" "$cudacheck" "$src/tests/gpu/run.sh" "$src/tests/gpu/torch_check.py"; do
   [ -f "$f" ] || { echo "make-bundle: $f is missing: run make first" >&2; exit 1; }
 done
 
@@ -23,7 +24,7 @@ rm -rf "$dest"
 mkdir -p "$dest/lib" "$dest/bin" "$dest/prov" "$dest/gpu"
 cp "$plugin" "$dest/lib/"
 cp "$tool" "$dest/bin/"
-cp "$gpucheck" "$src/tests/gpu/run.sh" "$src/tests/gpu/torch_check.py" "$dest/gpu/"
+cp "$gpucheck" "$cudacheck" "$src/tests/gpu/run.sh" "$src/tests/gpu/torch_check.py" "$dest/gpu/"
 [ -f "$mock" ] && cp "$mock" "$dest/prov/"
 
 # The C/C++ runtime stays the host's: a libstdc++ on LD_LIBRARY_PATH would shadow the newer one
@@ -49,6 +50,7 @@ copy_deps() {
 copy_deps "$plugin"
 copy_deps "$tool"
 copy_deps "$gpucheck"
+copy_deps "$cudacheck"
 
 cat > "$dest/env.sh" <<'ENV'
 # Source this file: the plugin and its libfabric come from this folder.

@@ -122,7 +122,7 @@ GdrReport probe_gdr(const Nic& nic, Domain& dom, const Params& params) {
   }
   deregister_memory(&reg);
   r.cuda = true;
-  char buf[200];
+  char buf[512];
   snprintf(buf, sizeof(buf), "provider '%s' registers GPU memory (FI_HMEM_CUDA, device %d) with "
            "CUDA calls forbidden to it; %s", nic.provider.c_str(), pi.device, cuda.why().c_str());
   r.cuda_reason = buf;

@@ -408,10 +408,15 @@ Status comm_progress(Comm& c) {
         return sep.failed;
       }
       for (int i = 0; i < n; ++i) {
-        if (entries[i].op_context != nullptr)
+        // A peer's RDMA write landed. Decided by the flags, not by op_context: fi_cq(3) makes it
+        // NULL for such events, but shm (1.17) hands out the sender's message id there when a
+        // write goes through its segmentation (SAR) path.
+        const uint64_t f = entries[i].flags;
+        if ((f & FI_REMOTE_CQ_DATA) &&
+            (entries[i].op_context == nullptr || (f & FI_REMOTE_WRITE)))
+          rdma_on_write(sep, entries[i]);
+        else if (entries[i].op_context != nullptr)
           complete_op(sep, static_cast<OpCtx*>(entries[i].op_context), &entries[i]);
-        else if (entries[i].flags & FI_REMOTE_CQ_DATA)
-          rdma_on_write(sep, entries[i]);  // a peer's RDMA write landed
       }
       if (n < max) break;
     }
