@@ -105,6 +105,7 @@ Profile read_profile() {
   p.max_writedata = env_u64("MOCKEFA_MAX_WRITEDATA", size_t{1} << 30);
   p.unreach_polls = env_u64("MOCKEFA_UNREACH_POLLS", 64);
   if (p.unreach_polls == 0) p.unreach_polls = 1;
+  p.write_event_context = env_u64("MOCKEFA_WRITE_EVENT_CONTEXT", 0) != 0;
   p.verbose = env_flag("MOCKEFA_VERBOSE", false);
   p.abort_on_violation = env_flag("MOCKEFA_ABORT_ON_VIOLATION", false);
   return p;

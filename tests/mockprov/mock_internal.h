@@ -131,6 +131,7 @@ struct Profile {
   size_t rx_size = 8192;
   size_t max_writedata = size_t{1} << 30;
   uint64_t unreach_polls = 64;
+  bool write_event_context = false;  // fi_writedata target events carry a junk op_context (shm 1.17)
   bool verbose = false;
   bool abort_on_violation = false;
 };

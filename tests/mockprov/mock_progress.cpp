@@ -207,6 +207,8 @@ void land_rma(Op* op, Ep* tgt) {
     // fi_writedata's target event: one per write, covering only that write's bytes.
     CqEntry e;
     e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+    // fi_cq(3) says NULL; shm 1.17 puts the sender's message id there on some paths.
+    if (tgt->profile.write_event_context) e.op_context = reinterpret_cast<void*>(uintptr_t{0x10});
     e.len = op->len;
     e.data = op->data;
     e.src = tgt->av ? tgt->av->reverse(op->src_addr) : FI_ADDR_NOTAVAIL;

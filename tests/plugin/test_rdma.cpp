@@ -141,6 +141,13 @@ TEST_CASE("RDMA: grouped receives of 1 to 8 buffers, eager and written, each tag
     CHECK(run_single(opt, groups_single, &log));
     INFO(log);
   }
+  SECTION("mock EFA whose write events carry a junk op_context (as shm 1.17 does)") {
+    PairOptions opt = rdma_mock(1, 1);
+    opt.env.push_back({"MOCKEFA_WRITE_EVENT_CONTEXT", "1"});
+    std::string log;
+    CHECK(run_single(opt, groups_single, &log));
+    INFO(log);
+  }
   for (const std::string& prov : real_providers()) {
     SECTION(prov) {
       PairOptions opt;
