@@ -60,6 +60,15 @@ const ParamDef kDefs[kParamCount] = {
     {ParamId::kTestAssumeDmabuf, "NCCL_FABRIC_TEST_ASSUME_DMABUF", ParamType::kBool, "0", 0, 1,
      "testing only: treat the loaded libfabric as one with FI_MR_DMABUF (1.20+), so tests can "
      "exercise DMA-BUF registration on the mock provider built against older headers"},
+    {ParamId::kPlatform, "NCCL_FABRIC_PLATFORM", ParamType::kString, "auto", 0, 0,
+     "platform row to use: auto (from the DMI product name), a row's name (e.g. p5.48xlarge), or "
+     "none (generic defaults, no expectations)"},
+    {ParamId::kNicGrouping, "NCCL_FABRIC_NIC_GROUPING", ParamType::kString, "auto", 0, 0,
+     "how NICs become NCCL devices: auto (NICs serving the same GPUs become the rails of one "
+     "device), none (one device per NIC), or a number of rails per device"},
+    {ParamId::kTestDmiFile, "NCCL_FABRIC_TEST_DMI_FILE", ParamType::kString,
+     "/sys/class/dmi/id/product_name", 0, 0,
+     "testing only: the file the platform's DMI product name is read from"},
 };
 
 // String parameters that take one of a fixed set of values.

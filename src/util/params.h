@@ -29,6 +29,9 @@ enum class ParamId : int {
   kMrCacheEntries,
   kCudaLibrary,
   kTestAssumeDmabuf,
+  kPlatform,
+  kNicGrouping,
+  kTestDmiFile,
   kCount
 };
 
