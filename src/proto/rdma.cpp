@@ -141,60 +141,50 @@ void on_eager(Request* b, const fi_cq_tagged_entry& e) {
   if (!ok(post_persistent(c, b))) b->state = ReqState::kError;
 }
 
-bool check_cts(Comm& c, const CtsMsg& m, size_t len, std::string* why) {
-  char buf[200];
-  if (len < sizeof(CtsHeader) || m.h.magic != kCtsMagic || m.h.version != kWireVersion) {
-    *why = "not a clear-to-send of this protocol version";
-    return false;
-  }
-  if (m.h.n < 1 || m.h.n > c.max_recvs || m.h.n > kMaxCtsEntries) {
-    snprintf(buf, sizeof(buf), "group of %u buffers (this connection allows 1..%d)", m.h.n,
+// Decodes the CTS in buf (decode_cts: what the bytes alone can be checked for), then checks it
+// against this connection.
+bool check_cts(Comm& c, const void* buf, size_t len, CtsMsg* out, std::string* why) {
+  if (!decode_cts(buf, len, out, why)) return false;
+  const CtsMsg& m = *out;
+  char text[200];
+  if (m.h.n > c.max_recvs) {
+    snprintf(text, sizeof(text), "group of %u buffers (this connection allows 1..%d)", m.h.n,
              c.max_recvs);
-    *why = buf;
+    *why = text;
     return false;
   }
-  if (len != cts_size(m.h.n)) {
-    snprintf(buf, sizeof(buf), "%zu bytes for %u buffers (expected %zu)", len, m.h.n,
-             cts_size(m.h.n));
-    *why = buf;
-    return false;
-  }
-  if (m.h.nrails != c.nrails || m.h.gen > 63 || m.h.reserved != 0) {
-    snprintf(buf, sizeof(buf), "%u rails (the connection has %d) or bad generation", m.h.nrails,
+  if (m.h.nrails != c.nrails) {
+    snprintf(text, sizeof(text), "keys for %u rails (the connection has %d)", m.h.nrails,
              c.nrails);
-    *why = buf;
+    *why = text;
     return false;
   }
   // CTSs are processed in whatever order their completions come (groups with only small buffers
   // get none), so a group is checked against the others, not against a running count.
   const RdmaState& rd = *c.rdma;
   if (static_cast<int32_t>(m.h.base - rd.next_msg) > (1 << 24)) {
-    snprintf(buf, sizeof(buf), "sequence %u is far ahead of this side's %u", m.h.base, rd.next_msg);
-    *why = buf;
+    snprintf(text, sizeof(text), "sequence %u is far ahead of this side's %u", m.h.base,
+             rd.next_msg);
+    *why = text;
     return false;
   }
   for (uint32_t k = 0; k < rd.g_count; ++k) {
     const SendGroup& g = rd.groups[k];
     if (m.h.base - g.base < g.n || g.base - m.h.base < m.h.n) {
-      snprintf(buf, sizeof(buf), "group %u+%u overlaps the announced group %u+%u", m.h.base,
+      snprintf(text, sizeof(text), "group %u+%u overlaps the announced group %u+%u", m.h.base,
                m.h.n, g.base, g.n);
-      *why = buf;
+      *why = text;
       return false;
     }
   }
   for (int i = 0; i < m.h.n; ++i) {
     const CtsEntry& e = m.e[i];
-    if (e.size > c.max_msg_size || e.addr + e.size < e.addr || e.reserved != 0) {
-      snprintf(buf, sizeof(buf), "buffer %d: %llu bytes at 0x%llx is not a possible buffer", i,
-               static_cast<unsigned long long>(e.size), static_cast<unsigned long long>(e.addr));
-      *why = buf;
+    if (e.size > c.max_msg_size) {
+      snprintf(text, sizeof(text), "buffer %d: %llu bytes, more than the largest message (%llu)",
+               i, static_cast<unsigned long long>(e.size),
+               static_cast<unsigned long long>(c.max_msg_size));
+      *why = text;
       return false;
-    }
-    for (int r = c.nrails; r < kMaxRails; ++r) {
-      if (e.key[r] != 0) {
-        *why = "key given for a rail the connection does not have";
-        return false;
-      }
     }
   }
   return true;
@@ -203,11 +193,11 @@ bool check_cts(Comm& c, const CtsMsg& m, size_t len, std::string* why) {
 void on_cts(Request* b, const fi_cq_tagged_entry& e) {
   Comm& c = *b->comm;
   RdmaState& rd = *c.rdma;
-  const CtsMsg& m = *static_cast<const CtsMsg*>(b->bufs[0]);
+  CtsMsg m;
   std::string why;
   if (!ok(rd.error)) {
     // Already broken: nothing more is used.
-  } else if (!check_cts(c, m, e.len, &why)) {
+  } else if (!check_cts(c, b->bufs[0], e.len, &m, &why)) {
     RDMA_LOG(c, "refused a clear-to-send from %s: %s; the connection fails", c.peer_name.c_str(),
              why.c_str());
     rd.error = Status::kRemoteError;
@@ -305,22 +295,22 @@ Status rdma_setup(Comm& c) {
   rd.cts_fault = parse_fault(c.params.get_str(ParamId::kTestCtsFault));
   rd.min_chunk = static_cast<size_t>(c.params.get_int(ParamId::kMinChunk));
   if (c.role == CommRole::kSend) {
-    rd.cts_rx.reset(new CtsMsg[kCtsBufs]());
+    rd.cts_rx.reset(new CtsWire[kCtsBufs]());
     NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), rd.cts_rx.get(),
-                             sizeof(CtsMsg) * kCtsBufs, &rd.cts_rx_reg));
+                             sizeof(CtsWire) * kCtsBufs, &rd.cts_rx_reg));
     for (int i = 0; i < kCtsBufs; ++i) {
       Request* r = take_request(c, ReqType::kCtsRecv, 1);
       if (r == nullptr) return Status::kInternalError;
       r->bufs[0] = &rd.cts_rx[i];
-      r->caps[0] = sizeof(CtsMsg);
+      r->caps[0] = sizeof(CtsWire);
       r->descs[0] = rd.cts_rx_reg.desc;
       r->tags[0] = ctrl_tag(c.id, kCtrlCts);
       NF_CHECK(post_persistent(c, r));
     }
   } else {
-    rd.cts_tx.reset(new CtsMsg[c.pool->capacity()]());
+    rd.cts_tx.reset(new CtsWire[c.pool->capacity()]());
     NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), rd.cts_tx.get(),
-                             sizeof(CtsMsg) * c.pool->capacity(), &rd.cts_tx_reg));
+                             sizeof(CtsWire) * c.pool->capacity(), &rd.cts_tx_reg));
     if (c.eager_max > 0) {
       uint8_t* p = nullptr;
       NF_CHECK(alloc_registered(c, static_cast<size_t>(c.eager_max) * kEagerBufs, &rd.bounce_reg,
@@ -559,7 +549,7 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   }
   r->base = rd.next_base;
   r->entries_left = static_cast<uint8_t>(n);
-  CtsMsg& m = rd.cts_tx[c.pool->index_of(r)];
+  CtsMsg m;  // only the header and the first n entries are filled and sent
   m.h.magic = kCtsMagic;
   m.h.version = kWireVersion;
   m.h.n = static_cast<uint8_t>(n);
@@ -582,28 +572,30 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
     e.size = sizes[i];
     const uintptr_t a = reinterpret_cast<uintptr_t>(data[i]);
     e.addr = mhs[i] != nullptr ? a - mhs[i]->reg.remote_base : 0;
-    for (int k = 0; k < kMaxRails; ++k)
-      e.key[k] = (mhs[i] != nullptr && k < c.nrails) ? mhs[i]->rail_reg(k).key : 0;
+    for (int k = 0; k < c.nrails; ++k) e.key[k] = mhs[i] != nullptr ? mhs[i]->rail_reg(k).key : 0;
   }
-  size_t len = cts_size(n);
   switch (rd.cts_fault) {
-    case kFaultSize: len += 8; break;
-    case kFaultCount: m.h.n = kMaxCtsEntries + 1; break;
     case kFaultAddr: for (int i = 0; i < n; ++i) m.e[i].addr += 1ull << 40; break;
     case kFaultKey: for (int i = 0; i < n; ++i) for (int k = 0; k < c.nrails; ++k) m.e[i].key[k] ^= 0x5a5a5a5a; break;
     default: break;
   }
-  if (len > sizeof(CtsMsg)) len = sizeof(CtsMsg);
+  CtsWire& w = rd.cts_tx[c.pool->index_of(r)];
+  size_t len = need_cts ? encode_cts(m, w.b) : 0;
+  switch (rd.cts_fault) {
+    case kFaultSize: len += 8; break;  // CtsWire has the room
+    case kFaultCount: w.b[offsetof(CtsHeader, n)] = kMaxCtsEntries + 1; break;
+    default: break;
+  }
   const uint64_t t = ctrl_tag(c.peer_id, kCtrlCts);
   ssize_t rc = 0;
   bool injected = false;
   if (!need_cts) {
     injected = true;  // nothing to send, nothing to wait for
   } else if (c.use_inject && len <= c.inject_size) {
-    rc = fi_tinject(c.ep->ep(), &m, len, c.peer, t);
+    rc = fi_tinject(c.ep->ep(), w.b, len, c.peer, t);
     injected = rc == 0;
   } else {
-    rc = fi_tsend(c.ep->ep(), &m, len, rd.cts_tx_reg.desc, c.peer, t, &r->ops[0]);
+    rc = fi_tsend(c.ep->ep(), w.b, len, rd.cts_tx_reg.desc, c.peer, t, &r->ops[0]);
   }
   if (rc != 0) {
     if (r->slot != UINT32_MAX) c.sep->free_slot(r);

@@ -128,11 +128,11 @@ struct RdmaState {
   SendGroup groups[kGroupRing];  // announced, not fully sent; unordered
   uint32_t g_count = 0;
   int32_t recent_tags[kRecentTags] = {};  // tag of message m at m % kRecentTags
-  std::unique_ptr<CtsMsg[]> cts_rx;  // kCtsBufs
+  std::unique_ptr<CtsWire[]> cts_rx;  // kCtsBufs
   MemReg cts_rx_reg;
   // Receiver.
   uint32_t next_base = 0;
-  std::unique_ptr<CtsMsg[]> cts_tx;  // one per request of the pool
+  std::unique_ptr<CtsWire[]> cts_tx;  // one per request of the pool
   MemReg cts_tx_reg;
   std::unique_ptr<uint8_t[]> bounce;  // kEagerBufs x eager_max
   MemReg bounce_reg;

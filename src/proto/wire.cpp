@@ -211,4 +211,77 @@ bool decode_ack(const AckMsg& m, size_t received_len, std::string* why) {
   return true;
 }
 
+size_t encode_cts(const CtsMsg& m, void* out) {
+  uint8_t* p = static_cast<uint8_t*>(out);
+  memcpy(p, &m.h, sizeof(CtsHeader));
+  p += sizeof(CtsHeader);
+  const size_t keys = 8 * static_cast<size_t>(m.h.nrails);
+  for (int i = 0; i < m.h.n; ++i) {
+    const CtsEntry& e = m.e[i];
+    memcpy(p + 0, &e.tag, 4);
+    memcpy(p + 4, &e.reserved, 4);
+    memcpy(p + 8, &e.size, 8);
+    memcpy(p + 16, &e.addr, 8);
+    memcpy(p + kCtsEntryFixed, e.key, keys);
+    p += kCtsEntryFixed + keys;
+  }
+  return static_cast<size_t>(p - static_cast<uint8_t*>(out));
+}
+
+bool decode_cts(const void* in, size_t len, CtsMsg* out, std::string* why) {
+  const uint8_t* p = static_cast<const uint8_t*>(in);
+  CtsHeader h;
+  if (len < sizeof(h)) {
+    *why = fmt("%llu bytes: shorter than a clear-to-send header", len);
+    return false;
+  }
+  memcpy(&h, p, sizeof(h));
+  if (h.magic != kCtsMagic || h.version != kWireVersion) {
+    *why = "not a clear-to-send of this protocol version";
+    return false;
+  }
+  if (h.n < 1 || h.n > kMaxCtsEntries) {
+    *why = fmt("group of %llu buffers (a clear-to-send holds 1..%llu)", h.n, kMaxCtsEntries);
+    return false;
+  }
+  if (h.nrails < 1 || h.nrails > kMaxRails) {
+    *why = fmt("%llu rails (a clear-to-send has keys for 1..%llu)", h.nrails, kMaxRails);
+    return false;
+  }
+  const size_t want = cts_size(h.n, h.nrails);
+  if (len != want) {
+    char buf[160];
+    snprintf(buf, sizeof(buf), "%zu bytes for %u buffers on %u rails (expected %zu)", len, h.n,
+             h.nrails, want);
+    *why = buf;
+    return false;
+  }
+  if (h.gen > 63 || h.reserved != 0) {
+    *why = fmt("generation %llu or reserved byte %llu out of range", h.gen, h.reserved);
+    return false;
+  }
+  const uint8_t* q = p + sizeof(h);
+  CtsEntry e[kMaxCtsEntries];
+  const size_t keys = 8 * static_cast<size_t>(h.nrails);
+  for (int i = 0; i < h.n; ++i, q += kCtsEntryFixed + keys) {
+    CtsEntry& x = e[i];
+    memcpy(&x.tag, q + 0, 4);
+    memcpy(&x.reserved, q + 4, 4);
+    memcpy(&x.size, q + 8, 8);
+    memcpy(&x.addr, q + 16, 8);
+    memset(x.key, 0, sizeof(x.key));
+    memcpy(x.key, q + kCtsEntryFixed, keys);
+    if (x.addr + x.size < x.addr || x.reserved != 0) {
+      char buf[160];
+      snprintf(buf, sizeof(buf), "buffer %d: %llu bytes at 0x%llx is not a possible buffer", i,
+               static_cast<unsigned long long>(x.size), static_cast<unsigned long long>(x.addr));
+      *why = buf;
+      return false;
+    }
+  }
+  out->h = h;
+  memcpy(out->e, e, sizeof(CtsEntry) * h.n);
+  return true;
+}
+
 }  // namespace nf

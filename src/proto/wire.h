@@ -152,32 +152,63 @@ bool decode_ack(const AckMsg& m, size_t received_len, std::string* why);
 constexpr uint32_t kCtsMagic = 0x53544352u;
 constexpr int kMaxCtsEntries = 8;
 
+// A CTS is this 16-byte header followed by n entries of cts_entry_size(nrails) bytes each: tag,
+// reserved, size, addr (kCtsEntryFixed bytes), then one 8-byte key per rail in use. Packed, so an
+// entry need not be 8-byte aligned: encode_cts/decode_cts copy fields with memcpy.
 struct CtsHeader {
   uint32_t magic;
   uint16_t version;
   uint8_t n;         // buffers in the group, 1..8
-  uint8_t nrails;
+  uint8_t nrails;    // rails of the connection: keys per entry
   uint32_t base;     // sequence number of the group's first buffer
   uint16_t slot;     // receiver's completion slot, echoed in every write's immediate data
   uint8_t gen;       // the slot's generation (0..63), echoed too
   uint8_t reserved;
 };
 static_assert(sizeof(CtsHeader) == 16, "wire layout");
+static_assert(offsetof(CtsHeader, n) == 6 && offsetof(CtsHeader, base) == 8, "wire layout");
+static_assert(offsetof(CtsHeader, slot) == 12 && offsetof(CtsHeader, gen) == 14, "wire layout");
 
+// One buffer of a CTS as the plugin holds it (not a wire layout: on the wire only the first
+// nrails keys are present).
 struct CtsEntry {
   int32_t tag;
   uint32_t reserved;
   uint64_t size;              // capacity of the buffer
   uint64_t addr;              // remote address as fi_writedata takes it
-  uint64_t key[kMaxRails];    // registration key per rail
+  uint64_t key[kMaxRails];    // registration key per rail; 0 beyond the connection's rails
 };
-static_assert(sizeof(CtsEntry) == 56, "wire layout");
 
+// A decoded CTS: the header and its first h.n entries.
 struct CtsMsg {
   CtsHeader h;
   CtsEntry e[kMaxCtsEntries];
 };
-inline size_t cts_size(int n) { return sizeof(CtsHeader) + static_cast<size_t>(n) * sizeof(CtsEntry); }
+
+constexpr size_t kCtsEntryFixed = 24;  // tag 4, reserved 4, size 8, addr 8
+constexpr size_t cts_entry_size(int nrails) {
+  return kCtsEntryFixed + 8 * static_cast<size_t>(nrails);
+}
+constexpr size_t cts_size(int n, int nrails) {
+  return sizeof(CtsHeader) + static_cast<size_t>(n) * cts_entry_size(nrails);
+}
+constexpr size_t kCtsMaxSize = cts_size(kMaxCtsEntries, kMaxRails);
+static_assert(cts_size(1, 1) == 48, "a one-buffer, one-rail CTS fits a 64-byte inject");
+static_assert(kCtsMaxSize == 464, "wire layout");
+
+// A CTS as it is sent or received. The slack past the largest CTS lets a longer message arrive
+// whole and be refused for its length, rather than be truncated by the provider.
+struct CtsWire {
+  alignas(8) uint8_t b[kCtsMaxSize + 64];
+};
+
+// Writes m.h and its m.h.n entries, m.h.nrails keys each, to out (at least kCtsMaxSize bytes);
+// returns the length, cts_size(m.h.n, m.h.nrails). m.h.n and m.h.nrails must be in range.
+size_t encode_cts(const CtsMsg& m, void* out);
+// What can be checked without the connection: a header (magic, version), n in 1..8, nrails in
+// 1..4, len exactly cts_size(n, nrails), gen at most 63, reserved fields 0, and in every entry
+// addr + size not wrapping. Fills *out (keys beyond nrails 0) only when everything holds.
+bool decode_cts(const void* in, size_t len, CtsMsg* out, std::string* why);
 
 // The remote CQ data of each RDMA write: 4 bytes (EFA's limit). Where the provider offers 8 bytes
 // of CQ data, the upper 4 carry the write's length, because fi_cq promises a length only for

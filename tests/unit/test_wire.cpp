@@ -133,3 +133,132 @@ TEST_CASE("data and control tags of different comms never collide", "[wire]") {
   CHECK(ctrl_tag(3, kCtrlAck) != ctrl_tag(4, kCtrlAck));
   CHECK(ctrl_tag(3, kCtrlConnect) != data_tag(3, 1));
 }
+
+namespace {
+CtsMsg sample_cts(int n, int nrails) {
+  CtsMsg m;
+  memset(&m, 0, sizeof(m));
+  m.h.magic = kCtsMagic;
+  m.h.version = kWireVersion;
+  m.h.n = static_cast<uint8_t>(n);
+  m.h.nrails = static_cast<uint8_t>(nrails);
+  m.h.base = 0xfffffff0u + static_cast<uint32_t>(n);
+  m.h.slot = static_cast<uint16_t>(1000 + n);
+  m.h.gen = static_cast<uint8_t>(63 - nrails);
+  for (int i = 0; i < n; ++i) {
+    m.e[i].tag = -1 - i;
+    m.e[i].size = (1ull << 20) * (i + 1) + 3;
+    m.e[i].addr = 0x7f0000001000ull + 0x100000ull * i;
+    for (int k = 0; k < nrails; ++k) m.e[i].key[k] = 0x1111111111111111ull * (k + 1) + i;
+  }
+  return m;
+}
+}  // namespace
+
+TEST_CASE("a clear-to-send carries keys only for the rails in use", "[wire][cts]") {
+  CHECK(cts_size(1, 1) == 48);  // fits tcp;ofi_rxm's 64-byte inject
+  CHECK(cts_size(1, 4) == 72);
+  CHECK(cts_size(8, 4) == kCtsMaxSize);
+  for (int nrails = 1; nrails <= kMaxRails; ++nrails) {
+    for (int n = 1; n <= kMaxCtsEntries; ++n) {
+      INFO("nrails " << nrails << " n " << n);
+      const CtsMsg m = sample_cts(n, nrails);
+      // Written at an odd offset: the decoder must not rely on alignment.
+      CtsWire w;
+      memset(&w, 0xee, sizeof(w));
+      const size_t len = encode_cts(m, w.b + 1);
+      REQUIRE(len == 16 + static_cast<size_t>(n) * (24 + 8 * static_cast<size_t>(nrails)));
+      REQUIRE(len == cts_size(n, nrails));
+      CHECK(w.b[1 + len] == 0xee);  // nothing written past the end
+      // The layout, byte by byte where it matters: last entry's tag and last key.
+      const uint8_t* last = w.b + 1 + 16 + (n - 1) * cts_entry_size(nrails);
+      int32_t tag;
+      uint64_t key;
+      memcpy(&tag, last, 4);
+      memcpy(&key, last + 24 + 8 * (nrails - 1), 8);
+      CHECK(tag == m.e[n - 1].tag);
+      CHECK(key == m.e[n - 1].key[nrails - 1]);
+
+      CtsMsg d;
+      memset(&d, 0xcc, sizeof(d));
+      std::string why;
+      REQUIRE(decode_cts(w.b + 1, len, &d, &why));
+      CHECK(d.h.n == n);
+      CHECK(d.h.nrails == nrails);
+      CHECK(d.h.base == m.h.base);
+      CHECK(d.h.slot == m.h.slot);
+      CHECK(d.h.gen == m.h.gen);
+      for (int i = 0; i < n; ++i) {
+        CHECK(d.e[i].tag == m.e[i].tag);
+        CHECK(d.e[i].size == m.e[i].size);
+        CHECK(d.e[i].addr == m.e[i].addr);
+        for (int k = 0; k < kMaxRails; ++k)
+          CHECK(d.e[i].key[k] == (k < nrails ? m.e[i].key[k] : 0));
+      }
+
+      // Any other length is refused: truncated, padded, or the length of another rail count.
+      for (size_t bad : {len - 1, len + 1, len + 8, len - 8, static_cast<size_t>(15)}) {
+        CHECK_FALSE(decode_cts(w.b + 1, bad, &d, &why));
+      }
+      for (int other = 1; other <= kMaxRails; ++other) {
+        if (other != nrails) CHECK_FALSE(decode_cts(w.b + 1, cts_size(n, other), &d, &why));
+      }
+      CHECK_FALSE(decode_cts(w.b + 1, cts_size(n, nrails) + 8, &d, &why));
+      CHECK(why.find("expected " + std::to_string(len)) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a malformed clear-to-send is refused", "[wire][cts]") {
+  const CtsMsg good = sample_cts(2, 2);
+  std::string why;
+  CtsMsg d;
+  auto refused = [&](CtsMsg m, const char* expect) {
+    CtsWire w;
+    size_t len = encode_cts(m, w.b);
+    INFO(expect);
+    bool okay = decode_cts(w.b, len, &d, &why);
+    CHECK_FALSE(okay);
+    CHECK(why.find(expect) != std::string::npos);
+  };
+  {
+    CtsWire w;
+    REQUIRE(decode_cts(w.b, encode_cts(good, w.b), &d, &why));
+  }
+  CtsMsg m = good;
+  m.h.magic ^= 1;
+  refused(m, "not a clear-to-send");
+  m = good;
+  m.h.version = kWireVersion + 1;
+  refused(m, "not a clear-to-send");
+  m = good;
+  m.h.gen = 64;
+  refused(m, "generation");
+  m = good;
+  m.h.reserved = 1;
+  refused(m, "reserved");
+  m = good;
+  m.e[1].reserved = 7;
+  refused(m, "buffer 1");
+  m = good;
+  m.e[0].addr = ~0ull - 10;  // addr + size wraps
+  refused(m, "buffer 0");
+
+  // Counts out of range, patched into a good encoding (encode_cts takes only valid counts).
+  CtsWire w;
+  const size_t len = encode_cts(good, w.b);
+  for (uint8_t n : {0, kMaxCtsEntries + 1, 255}) {
+    CtsWire x = w;
+    x.b[offsetof(CtsHeader, n)] = n;
+    CHECK_FALSE(decode_cts(x.b, len, &d, &why));
+    CHECK(why.find("buffers") != std::string::npos);
+  }
+  for (uint8_t r : {0, kMaxRails + 1}) {
+    CtsWire x = w;
+    x.b[offsetof(CtsHeader, nrails)] = r;
+    CHECK_FALSE(decode_cts(x.b, len, &d, &why));
+    CHECK(why.find("rails") != std::string::npos);
+  }
+  CHECK_FALSE(decode_cts(w.b, 0, &d, &why));
+  CHECK_FALSE(decode_cts(w.b, sizeof(CtsHeader) - 1, &d, &why));
+}
