@@ -61,16 +61,26 @@ int debug_level() {
 
 }  // namespace
 
+namespace {
+LogSink g_sink = nullptr;
+}  // namespace
+
+void set_log_sink(LogSink sink) { g_sink = sink; }
+
 void stderr_logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                    const char* fmt, ...) {
   (void)flags; (void)file; (void)line;
   static const int wanted = debug_level();
-  if (static_cast<int>(level) > wanted) return;
+  if (g_sink == nullptr && static_cast<int>(level) > wanted) return;
   char buf[1200];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
+  if (g_sink != nullptr) {
+    if (level == NCCL_LOG_WARN || level == NCCL_LOG_INFO) g_sink(level == NCCL_LOG_WARN, buf);
+    return;
+  }
   fprintf(stderr, "[pid %d] NCCL %s %s\n", static_cast<int>(getpid()),
           level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_INFO ? "INFO" : "TRACE", buf);
 }

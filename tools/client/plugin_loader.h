@@ -23,6 +23,11 @@ struct NetProps {
   size_t max_p2p_bytes = 0;
 };
 
+// Where the plugin's log goes: by default stderr, filtered by NCCL_DEBUG; with a sink, every WARN
+// and INFO line goes to it instead (a tool that reads what the plugin says about itself).
+using LogSink = void (*)(bool warn, const char* text);
+void set_log_sink(LogSink sink);
+
 class NetPlugin {
  public:
   NetPlugin() = default;

@@ -1,0 +1,321 @@
+// nccl-fabric-info: what the plugin will do on this machine, and the traps that make NCCL quietly
+// slow. Loads the plugin through its ABI as NCCL does and reads what it logs about itself.
+// docs/nccl-fabric-info.md describes the output and the JSON schema.
+#include <dlfcn.h>
+#include <limits.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/plugin_loader.h"
+#include "fabric/fabric.h"
+#include "info/checks.h"
+#include "mem/cuda.h"
+#include "util/params.h"
+
+extern char** environ;
+
+namespace {
+
+using nfi::Finding;
+using nfi::Report;
+
+std::vector<std::string> g_log;  // what the plugin logged (WARN lines start with "WARN ")
+
+void capture(bool warn, const char* text) {
+  std::string t = text;
+  if (t.compare(0, 11, "NET/FABRIC ") == 0) t.erase(0, 11);
+  g_log.push_back((warn ? "WARN " : "") + t);
+}
+
+struct Args {
+  std::string plugin;
+  bool json = false;
+  bool no_cuda = false;
+  std::string peer;     // HOST:PORT
+  int listen_port = 0;
+  int timeout_s = 30;
+};
+
+void usage(const char* me) {
+  printf("usage: %s [--json] [--plugin PATH] [--no-cuda] [--listen PORT | --peer HOST:PORT]\n"
+         "            [--timeout SEC]\n"
+         "Prints the platform, libfabric, NICs, the NCCL devices the plugin exposes, limits and the\n"
+         "NCCL_*/FI_* environment, then checks for known traps.\n"
+         "  --json          one JSON document instead of text (docs/nccl-fabric-info.md)\n"
+         "  --plugin PATH   the plugin to inspect (default: NCCL_NET_PLUGIN when it is a path,\n"
+         "                  else the build tree's, else the installed one)\n"
+         "  --no-cuda       do not make a CUDA context current (GPUDirect is then not probed)\n"
+         "  --listen PORT / --peer HOST:PORT\n"
+         "                  also run a short transfer between two machines through the plugin\n"
+         "                  (nccl-fabric-perf, latency and bandwidth), or say why it failed\n"
+         "Exit status: 0 all good, 1 warnings, 2 errors.\n", me);
+}
+
+bool parse_args(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&](std::string* v) {
+      if (i + 1 >= argc) return false;
+      *v = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (s == "--json") a->json = true;
+    else if (s == "--no-cuda") a->no_cuda = true;
+    else if (s == "--plugin" && next(&v)) a->plugin = v;
+    else if (s == "--peer" && next(&v) && v.find(':') != std::string::npos) a->peer = v;
+    else if (s == "--listen" && next(&v) && atoi(v.c_str()) > 0 && atoi(v.c_str()) < 65536)
+      a->listen_port = atoi(v.c_str());
+    else if (s == "--timeout" && next(&v) && atoi(v.c_str()) > 0) a->timeout_s = atoi(v.c_str());
+    else if (s == "-h" || s == "--help") {
+      usage(argv[0]);
+      exit(0);
+    } else {
+      fprintf(stderr, "nccl-fabric-info: bad argument '%s' (--help)\n", s.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string exe_dir() {
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return ".";
+  exe[n] = '\0';
+  std::string d(exe);
+  return d.substr(0, d.rfind('/'));
+}
+
+bool readable(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
+
+std::string find_plugin(const Args& a) {
+  if (!a.plugin.empty()) return a.plugin;
+  const char* env = getenv("NCCL_NET_PLUGIN");
+  if (env != nullptr && strchr(env, '/') != nullptr && readable(env)) return env;
+  const std::string d = exe_dir();
+  for (const std::string& c : {d + "/../.libs/libnccl-net-fabric.so",
+                               d + "/../../.libs/libnccl-net-fabric.so",
+                               d + "/../lib/libnccl-net-fabric.so",
+                               std::string(NF_DEFAULT_PLUGIN)})
+    if (!c.empty() && readable(c)) return c;
+  return "";
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  if (!f || !std::getline(f, s)) return "";
+  return s;
+}
+
+// NCCL makes a CUDA context current before it initialises the plugin; a diagnosis must see what
+// NCCL's plugin will see, so do the same where there is a GPU.
+std::string make_cuda_current() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW);
+  if (h == nullptr) return "no CUDA driver";
+  using namespace nf;
+  auto init = reinterpret_cast<cu::InitFn>(dlsym(h, "cuInit"));
+  auto retain = reinterpret_cast<cu::DevicePrimaryCtxRetainFn>(dlsym(h, "cuDevicePrimaryCtxRetain"));
+  auto set_current = reinterpret_cast<cu::CtxSetCurrentFn>(dlsym(h, "cuCtxSetCurrent"));
+  cu::Context ctx = nullptr;
+  if (!init || !retain || !set_current || init(0) != cu::kSuccess) return "no CUDA device";
+  if (retain(&ctx, 0) != cu::kSuccess || set_current(ctx) != cu::kSuccess)
+    return "no CUDA context on device 0";
+  return "";
+}
+
+// The lines of the plugin's log that contain `key`.
+std::vector<std::string> log_lines(const std::string& key) {
+  std::vector<std::string> out;
+  for (const std::string& l : g_log)
+    if (l.find(key) != std::string::npos) out.push_back(l);
+  return out;
+}
+
+void collect_env(const std::map<std::string, std::string>& before, Report* r) {
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string k = kv.substr(0, eq);
+    if (k.compare(0, 5, "NCCL_") != 0 && k.compare(0, 3, "FI_") != 0) continue;
+    nfi::EnvVar v;
+    v.name = k;
+    v.value = kv.substr(eq + 1);
+    auto it = before.find(k);
+    v.source = it == before.end() ? "platform default (set by the plugin)"
+               : it->second != v.value ? "changed by the plugin" : "user";
+    r->env.push_back(v);
+  }
+}
+
+std::map<std::string, std::string> env_snapshot() {
+  std::map<std::string, std::string> m;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) m[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return m;
+}
+
+void collect_limits(Report* r) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+    r->memlock_unlimited = rl.rlim_cur == RLIM_INFINITY;
+    r->memlock_bytes = rl.rlim_cur == RLIM_INFINITY ? 0 : static_cast<uint64_t>(rl.rlim_cur);
+  }
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    unsigned long v = 0;
+    if (sscanf(line.c_str(), "HugePages_Total: %lu", &v) == 1) r->hugepages_total = v;
+    else if (sscanf(line.c_str(), "HugePages_Free: %lu", &v) == 1) r->hugepages_free = v;
+    else if (sscanf(line.c_str(), "Hugepagesize: %lu kB", &v) == 1) r->hugepage_kb = v;
+  }
+}
+
+void collect_nics(const nf::Params& p, bool cuda, Report* r) {
+  std::vector<nf::Nic> nics;
+  std::string report;
+  const nf::Status s = nf::discover_nics(p.get_str(nf::ParamId::kProvider),
+                                         p.get_str(nf::ParamId::kDomain), cuda, &nics, &report);
+  r->providers_tried = report;
+  if (!nf::ok(s)) return;
+  r->provider = nics.front().provider;
+  for (const nf::Nic& n : nics) {
+    nfi::NicInfo ni;
+    ni.domain = n.domain;
+    ni.pci_path = n.pci_path;
+    ni.speed_mbps = n.speed_mbps;
+    ni.rma = n.rma;
+    ni.hmem = n.hmem;
+    if (!n.pci_path.empty()) {
+      const std::string numa = read_line(n.pci_path + "/numa_node");
+      ni.numa = numa.empty() ? -1 : atoi(numa.c_str());
+    }
+    r->nics.push_back(ni);
+  }
+}
+
+void collect_devices(const std::string& path, Report* r) {
+  r->plugin = path;
+  if (path.empty()) {
+    r->plugin_error = "no plugin found (pass --plugin PATH)";
+    return;
+  }
+  nfc::set_log_sink(capture);
+  static nfc::NetPlugin plugin;  // never unloaded: its provider may keep threads
+  std::string err;
+  if (!plugin.load(path, 0, &err)) {
+    r->plugin_error = err;
+    return;
+  }
+  r->plugin_abi = plugin.version();
+  r->plugin_name = plugin.name();
+  if (plugin.init() != ncclSuccess) {
+    r->plugin_error = "init failed";
+    for (const std::string& l : g_log)
+      if (l.compare(0, 5, "WARN ") == 0) r->plugin_error += "; " + l.substr(5);
+    return;
+  }
+  int n = 0;
+  if (plugin.devices(&n) != ncclSuccess) {
+    r->plugin_error = "devices() failed";
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    nfc::NetProps props;
+    if (plugin.properties(i, &props) != ncclSuccess) continue;
+    nfi::DeviceInfo d;
+    d.index = i;
+    d.name = props.name;
+    d.pci_path = props.pci_path;
+    d.speed_mbps = props.speed;
+    d.ptr_support = props.ptr_support;
+    d.max_recvs = props.max_recvs;
+    d.rails = 1;
+    for (char c : props.name) d.rails += c == '+';
+    const size_t x = props.name.rfind('x');
+    if (x != std::string::npos && x + 1 < props.name.size() &&
+        props.name.find_first_not_of("0123456789", x + 1) == std::string::npos)
+      d.rails = atoi(props.name.c_str() + x + 1);
+    r->devices.push_back(d);
+  }
+  for (const std::string& l : log_lines("GPUDirect RDMA")) r->gdr_reason = l;
+  for (const std::string& l : log_lines("DMA-BUF ")) r->dmabuf_reason = l;
+  for (const std::string& l : g_log)
+    if (l.compare(0, 5, "WARN ") == 0) r->plugin_warnings.push_back(l.substr(5));
+  r->plugin_log = g_log;
+}
+
+// The two-machine check: nccl-fabric-perf, next to this program, with a short plan.
+void run_peer(const Args& a, const std::string& plugin, Report* r) {
+  const std::string perf = exe_dir() + "/nccl-fabric-perf";
+  std::string cmd = "'" + perf + "' -t lat,bw -b 8 -e 4M -f 512 -n 20 -r 1 --timeout " +
+                    std::to_string(a.timeout_s);
+  if (!plugin.empty()) cmd += " --plugin '" + plugin + "'";
+  cmd += a.listen_port > 0 ? " --listen " + std::to_string(a.listen_port) : " --peer '" + a.peer + "'";
+  cmd += " 2>&1";
+  r->peer_ran = true;
+  r->peer_command = cmd;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) {
+    r->peer_ok = false;
+    r->peer_output = "cannot run " + perf;
+    return;
+  }
+  char buf[512];
+  while (fgets(buf, sizeof(buf), f) != nullptr) r->peer_output += buf;
+  const int st = pclose(f);
+  r->peer_ok = st == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!parse_args(argc, argv, &a)) return 2;
+  Report r;
+  // Parameters: every bad NCCL_FABRIC_* value, by name.
+  int ndefs = 0;
+  const nf::ParamDef* defs = nf::param_defs(&ndefs);
+  nf::Params params;
+  for (int i = 0; i < ndefs; ++i) {
+    const char* v = getenv(defs[i].name);
+    if (v == nullptr) continue;
+    int64_t iv = 0;
+    std::string sv, err;
+    if (!nf::parse_param(defs[i], v, &iv, &sv, &err)) r.bad_params.push_back(err);
+    else params.set(defs[i].id, v);
+  }
+  const std::map<std::string, std::string> before = env_snapshot();
+  r.cuda_context = a.no_cuda ? "not made (--no-cuda)" : make_cuda_current();
+  if (r.cuda_context.empty()) r.cuda_context = "current on device 0";
+  nf::Cuda& cuda = nf::Cuda::get(params.get_str(nf::ParamId::kCudaLibrary));
+  r.cuda = cuda.why();
+  r.cuda_available = cuda.available();
+  r.libfabric_version = std::to_string(FI_MAJOR(fi_version())) + "." +
+                        std::to_string(FI_MINOR(fi_version()));
+  collect_nics(params, cuda.available(), &r);
+  const std::string plugin = find_plugin(a);
+  collect_devices(plugin, &r);
+  collect_env(before, &r);
+  collect_limits(&r);
+  nfi::platform_section(params, &r);
+  if (a.listen_port > 0 || !a.peer.empty()) run_peer(a, plugin, &r);
+  nfi::run_checks(plugin, &r);
+  if (a.json) nfi::print_json(r, stdout);
+  else nfi::print_text(r, stdout);
+  return r.exit_code();
+}
