@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# nccl-fabric-info on this machine (real providers) and on the mock: text, JSON, and the exit code
+# of each trap (0 ok, 1 warnings, 2 errors).
+set -u
+build=${NF_BUILD_DIR:-.}
+info="$build/tools/nccl-fabric-info"
+plugin="$build/.libs/libnccl-net-fabric.so"
+fail=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+# run EXPECTED_EXIT PATTERN... -- ENV... : runs the tool with ENV, checks the exit code and that
+# every PATTERN is in its output.
+run() {
+  local want=$1; shift
+  local pats=()
+  while [ "$1" != "--" ]; do pats+=("$1"); shift; done
+  shift
+  env "$@" "$info" --no-cuda --plugin "$plugin" >"$out" 2>&1
+  local got=$?
+  if [ "$got" != "$want" ]; then
+    echo "FAIL: exit $got, expected $want, with: $*"; sed 's/^/    /' "$out"; fail=1; return
+  fi
+  for p in "${pats[@]}"; do
+    if ! grep -q -- "$p" "$out"; then
+      echo "FAIL: '$p' missing from the output with: $*"; sed 's/^/    /' "$out"; fail=1; return
+    fi
+  done
+  echo "ok: exit $got with: $*"
+}
+
+base=(NCCL_NET_PLUGIN="$plugin" FI_TCP_IFACE=lo)
+
+# This machine: the sections are there; warnings at most (memlock may be limited here).
+env "${base[@]}" "$info" --no-cuda --plugin "$plugin" >"$out" 2>&1
+rc=$?
+if [ $rc -gt 1 ]; then echo "FAIL: exit $rc on this machine"; cat "$out"; fail=1; fi
+for p in "== platform" "== libfabric" "== NICs" "== NCCL devices" "ptrSupport=HOST" \
+         "GPUDirect RDMA off" "== limits" "== environment" "NCCL_NET_PLUGIN=$plugin  \[user\]" \
+         "== checks"; do
+  grep -q -- "$p" "$out" || { echo "FAIL: '$p' missing"; cat "$out"; fail=1; }
+done
+# JSON: one document, the same facts, the exit code inside.
+env "${base[@]}" "$info" --no-cuda --plugin "$plugin" --json >"$out" 2>/dev/null
+for p in '"schema": 1' '"libfabric": {' '"devices": \[{' '"ptr_support": "HOST"' \
+         "\"exit_code\": $rc}"; do
+  grep -q -- "$p" "$out" || { echo "FAIL: JSON lacks $p"; cat "$out"; fail=1; }
+done
+[ "$(grep -c '' "$out")" = 1 ] || { echo "FAIL: JSON is not one line"; fail=1; }
+if command -v python3 >/dev/null; then
+  python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$out" || { echo "FAIL: bad JSON"; fail=1; }
+fi
+
+# Traps.
+run 2 "\[nccl-net\]" "NCCL_NET=Socket makes NCCL use its own Socket" -- "${base[@]}" NCCL_NET=Socket
+run 2 "\[bad-parameter\]" "NCCL_FABRIC_MAX_RECVS" -- "${base[@]}" NCCL_FABRIC_MAX_RECVS=99
+run 2 "\[net-plugin-none\]" -- "${base[@]}" NCCL_NET_PLUGIN=none
+run 2 "\[net-plugin-unresolved\]" -- "${base[@]}" NCCL_NET_PLUGIN=nosuchplugin
+run 2 "\[plugin-failed\]" -- "${base[@]}" NCCL_FABRIC_PROVIDER=nosuchprovider
+
+# The mock EFA provider (make check sets FI_PROVIDER_PATH): one device, no trap but memlock.
+if [ -n "${NF_MOCKPROV_LIB:-}" ]; then
+  env "${base[@]}" FI_PROVIDER=mockefa NCCL_FABRIC_PROVIDER=mockefa MOCKEFA_NDOMAINS=2 \
+    "$info" --no-cuda --plugin "$plugin" >"$out" 2>&1
+  grep -q "provider: mockefa" "$out" && grep -q "rdmap32s27-rdm" "$out" ||
+    { echo "FAIL: mock NICs not shown"; cat "$out"; fail=1; }
+fi
+exit $fail
