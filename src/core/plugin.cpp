@@ -4,6 +4,7 @@
 
 #include "mem/gdr.h"
 #include "mem/mr_cache.h"
+#include "platform/platform.h"
 #include "proto/wire.h"
 #include "util/log.h"
 
@@ -26,6 +27,7 @@ struct Devices {
   std::vector<std::string> names;
   std::vector<bool> rma;  // every NIC of the device can carry the RDMA protocol
   GdrReport gdr;  // probed on the first NIC, applies to every device
+  PlatformChoice platform;  // the platform-table row (docs/platforms.md)
   int live_contexts = 0;
   int max_recvs = 1;
   PluginCtx* default_ctx = nullptr;
@@ -38,6 +40,8 @@ Devices& devices() {
 
 Status discover_locked(Devices& d, const Params& p) {
   if (d.found) return Status::kOk;
+  NF_CHECK(choose_platform(p, &d.platform));
+  apply_platform_defaults(d.platform);
   std::string report;
   const std::string& wanted = p.get_str(ParamId::kProvider);
   // FI_HMEM is asked for only where GPU memory can exist: it narrows what providers offer.
@@ -102,11 +106,15 @@ Status discover_locked(Devices& d, const Params& p) {
     d.domains[0].reset();
     return Status::kInvalidUsage;
   }
-  if (!d.gdr.cuda && d.gdr.expected) {
-    NF_WARN("GPUDirect RDMA is off on provider '%s' although GPUs are present: %s. NCCL will "
-            "stage every transfer through host memory, at a large cost in bandwidth; set "
-            "NCCL_FABRIC_GDR=off to accept that, or fix the cause", d.provider.c_str(),
-            d.gdr.cuda_reason.c_str());
+  // What the platform expects and did not get (EFA, GPUDirect): one WARN, with the cost. On an
+  // unknown machine nothing is expected. GPUDirect is judged only where CUDA could be asked.
+  const bool gdr_known = d.gdr.cuda || Cuda::get(p.get_str(ParamId::kCudaLibrary)).available();
+  const std::string warn = platform_expectation_warning(*d.platform.row, d.provider,
+                                                        d.gdr.cuda || !gdr_known);
+  if (!warn.empty()) {
+    NF_WARN("%s%s%s", warn.c_str(),
+            !d.gdr.cuda && gdr_known && provider_is_efa(d.provider) ? "; GPUDirect: " : "",
+            !d.gdr.cuda && gdr_known && provider_is_efa(d.provider) ? d.gdr.cuda_reason.c_str() : "");
   }
   return Status::kOk;
 }
@@ -216,6 +224,8 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   size_t ndev = 0;
   bool rma = false;
   std::string name;
+  const Platform* platform_row = &generic_platform();
+  std::string rma_note;
   {
     Devices& d = devices();
     std::lock_guard<std::mutex> lock(d.mu);
@@ -235,6 +245,7 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     }
     ndev = d.groups.size();
     rma = d.rma[static_cast<size_t>(dev)];
+    platform_row = d.platform.row;
     name = d.names[static_cast<size_t>(dev)];
     out->provider = d.provider;
     out->prov_hash = provider_hash(d.provider);
@@ -251,6 +262,11 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     out->offered = kProtoRdma;
   } else {
     out->offered = rma ? (kProtoSendRecv | kProtoRdma) : kProtoSendRecv;
+    // The platform row may know better (p4d's EFA has no RDMA write: writes would be emulated).
+    if (rma && platform_row->protocol == PlatformProtocol::kSendrecv) {
+      out->offered = kProtoSendRecv;
+      rma_note = std::string("the platform row ") + platform_row->name + " prefers SENDRECV";
+    }
   }
   std::lock_guard<std::mutex> lock(ctx.mu);
   if (ctx.eps.size() < ndev) ctx.eps.resize(ndev);
@@ -259,8 +275,9 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     NF_CHECK(shared_ep_open(doms, &sep));
     NF_INFO(kSubsysNet, "device %d (%s): protocol %s (NCCL_FABRIC_PROTOCOL=%s; %s), %d rail(s)",
             dev, name.c_str(), out->offered & kProtoRdma ? "RDMA" : "SENDRECV", want.c_str(),
-            rma ? "the provider offers RMA writes with remote CQ data"
-                : "the provider offers no RMA writes with remote CQ data",
+            !rma_note.empty() ? rma_note.c_str()
+            : rma ? "the provider offers RMA writes with remote CQ data"
+                  : "the provider offers no RMA writes with remote CQ data",
             sep->nrails);
   }
   out->sep = sep;

@@ -64,18 +64,15 @@ uint32_t libfabric_runtime_version(const Params& p) {
 
 GdrReport probe_gdr(const Nic& nic, Domain& dom, const Params& params) {
   GdrReport r;
-  r.expected = nic.provider == "efa";
   r.dmabuf_reason = "GPUDirect is off";
   const std::string& mode = params.get_str(ParamId::kGdr);
   if (mode == "off") {
     r.cuda_reason = "NCCL_FABRIC_GDR=off";
-    r.expected = false;
     return r;
   }
   Cuda& cuda = Cuda::get(params.get_str(ParamId::kCudaLibrary));
   if (!cuda.available()) {
     r.cuda_reason = cuda.why();
-    r.expected = false;  // no GPU here: nothing is lost
     return r;
   }
   if (!nic.hmem) {

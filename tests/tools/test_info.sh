@@ -57,6 +57,16 @@ run 2 "\[bad-parameter\]" "NCCL_FABRIC_MAX_RECVS" -- "${base[@]}" NCCL_FABRIC_MA
 run 2 "\[net-plugin-none\]" -- "${base[@]}" NCCL_NET_PLUGIN=none
 run 2 "\[net-plugin-unresolved\]" -- "${base[@]}" NCCL_NET_PLUGIN=nosuchplugin
 run 2 "\[plugin-failed\]" -- "${base[@]}" NCCL_FABRIC_PROVIDER=nosuchprovider
+# A p5 without EFA: the warning, its cost, exit 1; the row's NCCL defaults show as the platform's.
+run 1 "\[efa-expected\]" "EFA was expected; expect 20-30x" \
+  "NCCL_BUFFSIZE=8388608  \[platform default (set by the plugin)\]" \
+  -- "${base[@]}" NCCL_FABRIC_PLATFORM=p5.48xlarge
+# ... unless the user set that variable.
+run 1 "NCCL_BUFFSIZE=4194304  \[user\]" -- "${base[@]}" NCCL_FABRIC_PLATFORM=p5.48xlarge NCCL_BUFFSIZE=4194304
+# A g5 expects no EFA: nothing about it.
+env "${base[@]}" NCCL_FABRIC_PLATFORM=g5.48xlarge "$info" --no-cuda --plugin "$plugin" >"$out" 2>&1
+if grep -q "efa-expected" "$out"; then echo "FAIL: EFA expected on g5"; cat "$out"; fail=1; fi
+run 2 "\[platform\]" -- "${base[@]}" NCCL_FABRIC_PLATFORM=p99.bogus
 
 # The mock EFA provider (make check sets FI_PROVIDER_PATH): one device, no trap but memlock.
 if [ -n "${NF_MOCKPROV_LIB:-}" ]; then

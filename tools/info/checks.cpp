@@ -1,5 +1,7 @@
 #include "info/checks.h"
 
+#include "platform/platform.h"
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <strings.h>
@@ -134,8 +136,12 @@ void run_checks(const std::string& plugin_path, Report* r) {
         ": registering NCCL's buffers (pinned by the NIC) may fail",
         "ulimit -l unlimited (Docker: --ulimit memlock=-1; Slurm: PropagateResourceLimits; "
         "Kubernetes: the container runtime's default)");
-  for (const std::string& w : r->plugin_warnings)
+  for (const std::string& w : r->plugin_warnings) {
+    // What the platform expected is reported above, under its own id.
+    if (w.find(" was expected") != std::string::npos && (r->efa_expected || r->gdr_expected))
+      continue;
     add(r, 1, "plugin-warning", "the plugin warns: " + w, "see docs/troubleshooting.md");
+  }
   if (r->peer_ran && !r->peer_ok) {
     const std::string& o = r->peer_output;
     const bool unreachable = o.find("timed out") != std::string::npos ||
@@ -269,10 +275,23 @@ void print_json(const Report& r, FILE* out) {
 }
 
 void platform_section(const nf::Params& params, Report* r) {
-  (void)params;
   (void)getenv_or;
-  r->platform = "unknown";
-  r->platform_source = "no platform table in this build";
+  nf::PlatformChoice c;
+  std::string err;
+  if (!nf::ok(nf::choose_platform(params, &c, &err))) {
+    r->platform = "(none)";
+    r->platform_source = err;
+    add(r, 2, "platform", err, "NCCL_FABRIC_PLATFORM must be auto, none or a row of "
+        "docs/platforms.md");
+    return;
+  }
+  r->platform = c.row->name;
+  r->platform_source = c.source;
+  r->efa_expected = c.row->efa_expected;
+  r->gdr_expected = c.row->gdr_expected == nf::GdrExpect::kYes;
+  r->platform_lines.push_back(nf::describe_platform(*c.row));
+  for (const auto& kv : c.row->nccl_env)
+    r->platform_lines.push_back("default " + kv.first + "=" + kv.second);
 }
 
 }  // namespace nfi
