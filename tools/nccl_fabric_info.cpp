@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "fabric/fabric.h"
 #include "info/checks.h"
 #include "mem/cuda.h"
+#include "topo/topo.h"
 #include "util/params.h"
 
 extern char** environ;
@@ -193,6 +195,13 @@ void collect_nics(const nf::Params& p, bool cuda, Report* r) {
   r->providers_tried = report;
   if (!nf::ok(s)) return;
   r->provider = nics.front().provider;
+  std::unique_ptr<nf::Topology> topo;
+  std::string terr;
+  if (!nf::ok(nf::Topology::load(&topo, &terr))) topo.reset();
+  r->topology = !topo ? "hwloc failed: " + terr
+                : !topo->has_pci() ? "hwloc sees no PCI devices"
+                : std::to_string(topo->pci_count()) + " PCI devices, " +
+                      std::to_string(topo->gpus().size()) + " GPU(s)";
   for (const nf::Nic& n : nics) {
     nfi::NicInfo ni;
     ni.domain = n.domain;
@@ -203,6 +212,13 @@ void collect_nics(const nf::Params& p, bool cuda, Report* r) {
     if (!n.pci_path.empty()) {
       const std::string numa = read_line(n.pci_path + "/numa_node");
       ni.numa = numa.empty() ? -1 : atoi(numa.c_str());
+    }
+    nf::PciInfo pi;
+    if (topo && topo->lookup(nf::nic_bus_id(n), &pi)) {
+      if (ni.numa < 0) ni.numa = pi.numa_node;
+      if (ni.pci_path.empty()) ni.pci_path = pi.sysfs_path;
+      for (const std::string& g : pi.nearest_gpus)
+        ni.nearest_gpus += (ni.nearest_gpus.empty() ? "" : ",") + g;
     }
     r->nics.push_back(ni);
   }

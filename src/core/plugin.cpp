@@ -1,11 +1,13 @@
 #include "core/plugin.h"
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "mem/gdr.h"
 #include "mem/mr_cache.h"
 #include "platform/platform.h"
 #include "proto/wire.h"
+#include "topo/topo.h"
 #include "util/log.h"
 
 namespace nf {
@@ -26,6 +28,7 @@ struct Devices {
   std::vector<std::vector<size_t>> groups;
   std::vector<std::string> names;
   std::vector<bool> rma;  // every NIC of the device can carry the RDMA protocol
+  std::vector<std::string> near_gpus;  // the GPUs behind the device's PCIe switch, for the log
   GdrReport gdr;  // probed on the first NIC, applies to every device
   PlatformChoice platform;  // the platform-table row (docs/platforms.md)
   int live_contexts = 0;
@@ -56,24 +59,36 @@ Status discover_locked(Devices& d, const Params& p) {
   }
   d.provider = d.nics.front().provider;
   d.domains.assign(d.nics.size(), nullptr);
-  const size_t rails = static_cast<size_t>(p.get_int(ParamId::kRails));
+  // NICs become devices by the PCI topology (topo/): the NICs behind the same PCIe switch as the
+  // same GPUs are the rails of one device, unless NCCL_FABRIC_NIC_GROUPING/RAILS say otherwise.
+  GroupingPolicy policy;
+  std::string topo_error;
+  if (!ok(grouping_policy(p, getenv(param_def(ParamId::kRails).name) != nullptr, &policy,
+                          &topo_error))) {
+    NF_WARN("bad parameter: %s", topo_error.c_str());
+    return Status::kInvalidUsage;
+  }
+  std::unique_ptr<Topology> topo;
+  if (policy.mode == GroupingPolicy::Mode::kAuto && !ok(Topology::load(&topo, &topo_error)))
+    NF_INFO(kSubsysInit | kSubsysNet, "topology: hwloc could not load it (%s): one NCCL device "
+            "per NIC", topo_error.c_str());
+  std::vector<DeviceGroup> groups;
+  std::string topo_log;
+  NF_CHECK(group_nics(d.nics, topo.get(), policy, &groups, &topo_log));
+  NF_INFO(kSubsysInit | kSubsysNet, "%s", topo_log.c_str());
   d.groups.clear();
   d.names.clear();
   d.rma.clear();
-  for (size_t first = 0; first < d.nics.size(); first += rails) {
-    const size_t count = d.nics.size() - first < rails ? d.nics.size() - first : rails;
-    std::vector<size_t> g;
-    std::string name;
+  d.near_gpus.clear();
+  for (DeviceGroup& g : groups) {
     bool rma = true;
-    for (size_t r = 0; r < rails; ++r) g.push_back(first + r % count);
-    for (size_t k = 0; k < count; ++k) {
-      name += (k ? "+" : "") + d.nics[first + k].domain;
-      rma = rma && d.nics[first + k].rma;
-    }
-    if (rails > count) name += "x" + std::to_string(rails);
-    d.groups.push_back(std::move(g));
-    d.names.push_back(std::move(name));
+    for (size_t nic : g.rails) rma = rma && d.nics[nic].rma;
+    std::string gpus;
+    for (const std::string& b : g.nearest_gpus) gpus += (gpus.empty() ? "" : ",") + b;
+    d.groups.push_back(std::move(g.rails));
+    d.names.push_back(std::move(g.name));
     d.rma.push_back(rma);
+    d.near_gpus.push_back(gpus.empty() ? "none behind its PCIe switch" : gpus);
   }
   d.max_recvs = static_cast<int>(p.get_int(ParamId::kMaxRecvs));
   d.found = true;
@@ -89,8 +104,8 @@ Status discover_locked(Devices& d, const Params& p) {
             n.rma ? "yes" : "no (no FI_RMA or remote CQ data under 4 bytes)");
   }
   for (size_t i = 0; i < d.groups.size(); ++i)
-    NF_INFO(kSubsysInit | kSubsysNet, "device %zu: %s, %zu rail(s)", i, d.names[i].c_str(),
-            d.groups[i].size());
+    NF_INFO(kSubsysInit | kSubsysNet, "device %zu: %s, %zu rail(s), nearest GPUs: %s", i,
+            d.names[i].c_str(), d.groups[i].size(), d.near_gpus[i].c_str());
   NF_CHECK(Domain::open(d.nics[0], &d.domains[0]));
   d.domains[0]->mr_cache().set_limit(static_cast<size_t>(p.get_int(ParamId::kMrCacheEntries)));
   d.gdr = probe_gdr(d.nics[0], *d.domains[0], p);

@@ -6,6 +6,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <strings.h>
 
 #include "mock_internal.h"
@@ -69,12 +71,46 @@ const char* env_str(const char* name, const char* dflt) {
 }
 
 // p4d's four NICs sit on these PCI buses; more NICs get made-up buses above them.
-uint8_t nic_bus(int index) {
+struct PciAddr {
+  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+};
+
+// Mock NIC `index`'s PCI address: the index-th entry of MOCKEFA_PCI_ADDRS (a comma-separated list
+// of dddd:bb:dd.f, for tests that pair the mock with an hwloc topology), else p4d's four EFA
+// addresses (bus 0x10, 0x20, 0x90, 0xa0, slot 0x1b), then buses 0xb0, 0xb2, ...
+PciAddr nic_addr(int index) {
+  PciAddr a;
+  const char* list = std::getenv("MOCKEFA_PCI_ADDRS");
+  for (int i = 0; list != nullptr && *list != '\0'; ++i) {
+    const char* comma = std::strchr(list, ',');
+    if (i == index) {
+      PciAddr x;
+      int used = 0;
+      const std::string item(list, comma ? static_cast<size_t>(comma - list) : std::strlen(list));
+      if (std::sscanf(item.c_str(), "%x:%x:%x.%x%n", &x.domain, &x.bus, &x.dev, &x.fn, &used) ==
+              4 &&
+          static_cast<size_t>(used) == item.size() && x.domain <= 0xffff && x.bus <= 0xff &&
+          x.dev <= 0x1f && x.fn <= 7)
+        return x;
+      break;  // a bad entry: the default address
+    }
+    list = comma ? comma + 1 : nullptr;
+  }
   static const uint8_t kP4dBuses[4] = {0x10, 0x20, 0x90, 0xa0};
-  if (index < 4) return kP4dBuses[index];
-  return static_cast<uint8_t>(0xb0 + (index - 4) * 2);
+  a.bus = index < 4 ? kP4dBuses[index] : static_cast<unsigned>(0xb0 + (index - 4) * 2) & 0xff;
+  a.dev = 0x1b;
+  return a;
 }
-constexpr uint8_t kNicSlot = 0x1b;
+
+// EFA's device name: rdmap<bus>s<slot>, in decimal (f<function> when not 0).
+std::string device_name(int index) {
+  const PciAddr a = nic_addr(index);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rdmap%us%u", a.bus, a.dev);
+  std::string s = buf;
+  if (a.fn != 0) s += "f" + std::to_string(a.fn);
+  return s;
+}
 
 }  // namespace
 
@@ -131,11 +167,7 @@ mockefa_faults faults_for_new_endpoint() {
   return g().faults_override ? g().faults_override_value : faults_from_env();
 }
 
-std::string domain_name(int index) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "rdmap%us%u-rdm", unsigned{nic_bus(index)}, unsigned{kNicSlot});
-  return buf;
-}
+std::string domain_name(int index) { return device_name(index) + "-rdm"; }
 
 int domain_index(const char* name, int ndomains) {
   if (!name) return -1;
@@ -146,12 +178,13 @@ int domain_index(const char* name, int ndomains) {
 
 void nic_facts(int index, mockefa_nic_info* out) {
   std::memset(out, 0, sizeof *out);
-  unsigned bus = nic_bus(index);
+  const PciAddr a = nic_addr(index);
   std::snprintf(out->domain_name, sizeof out->domain_name, "%s", domain_name(index).c_str());
-  std::snprintf(out->device_name, sizeof out->device_name, "rdmap%us%u", bus, unsigned{kNicSlot});
-  std::snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "0000:%02x:%02x.0", bus, unsigned{kNicSlot});
-  std::snprintf(out->pci_path, sizeof out->pci_path, "%s/pci0000:%02x/0000:%02x:%02x.0",
-                env_str("MOCKEFA_SYSFS_ROOT", "/sys/devices"), bus, bus, unsigned{kNicSlot});
+  std::snprintf(out->device_name, sizeof out->device_name, "%s", device_name(index).c_str());
+  std::snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x.%x", a.domain, a.bus,
+                a.dev, a.fn);
+  std::snprintf(out->pci_path, sizeof out->pci_path, "%s/pci%04x:%02x/%s",
+                env_str("MOCKEFA_SYSFS_ROOT", "/sys/devices"), a.domain, a.bus, out->pci_bus_id);
   out->link_speed = kLinkSpeed;
 }
 

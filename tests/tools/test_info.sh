@@ -75,4 +75,24 @@ if [ -n "${NF_MOCKPROV_LIB:-}" ]; then
   grep -q "provider: mockefa" "$out" && grep -q "rdmap32s27-rdm" "$out" ||
     { echo "FAIL: mock NICs not shown"; cat "$out"; fail=1; }
 fi
+# The mock shaped like a p5.48xlarge (hwloc XML, 32 NICs at the XML's PCI addresses): 8 devices of
+# 4 rails at 400 Gb/s, each NIC with its GPU.
+if [ -n "${NF_MOCKPROV_LIB:-}" ] && [ -n "${NF_SRC_DIR:-}" ]; then
+  addrs=""
+  for g in 0x53 0x64 0x75 0x86 0x97 0xa8 0xb9 0xca; do
+    for k in 0 1 2 3; do addrs+="${addrs:+,}$(printf '0000:%02x:00.0' $((g - 4 + k)))"; done
+  done
+  env "${base[@]}" FI_PROVIDER=mockefa NCCL_FABRIC_PROVIDER=mockefa MOCKEFA_NDOMAINS=32 \
+    MOCKEFA_PCI_ADDRS="$addrs" HWLOC_XMLFILE="$NF_SRC_DIR/tests/topo/p5.48xlarge.xml" \
+    NCCL_FABRIC_PLATFORM=p5.48xlarge "$info" --no-cuda --plugin "$plugin" >"$out" 2>&1
+  rc=$?
+  n=$(grep -c 'rails=4 speed=400000 Mb/s' "$out")
+  if [ "$n" != 8 ] || ! grep -q 'rdmap79s0-rdm .*gpus=0000:53:00.0' "$out" ||
+     ! grep -q 'topology: 52 PCI devices, 8 GPU(s)' "$out" || [ $rc != 1 ] ||
+     ! grep -q '\[efa-expected\]' "$out"; then
+    echo "FAIL: p5-shaped mock (exit $rc, $n devices of 4 rails)"; cat "$out"; fail=1
+  else
+    echo "ok: p5-shaped mock: 8 devices of 4 rails, exit 1 (mockefa is not efa)"
+  fi
+fi
 exit $fail

@@ -163,7 +163,7 @@ void print_text(const Report& r, FILE* out) {
   fprintf(out, "\n== libfabric %s\n  provider: %s\n  tried: %s\n", r.libfabric_version.c_str(),
           r.provider.empty() ? "(none)" : r.provider.c_str(), r.providers_tried.c_str());
   fprintf(out, "  CUDA: %s; context: %s\n", r.cuda.c_str(), r.cuda_context.c_str());
-  fprintf(out, "\n== NICs\n");
+  fprintf(out, "\n== NICs (topology: %s)\n", r.topology.c_str());
   for (const NicInfo& n : r.nics)
     fprintf(out, "  %-20s pci=%s numa=%d speed=%d Mb/s rma=%s hmem=%s%s%s\n", n.domain.c_str(),
             n.pci_path.empty() ? "none" : n.pci_path.c_str(), n.numa, n.speed_mbps,
@@ -225,7 +225,9 @@ void print_json(const Report& r, FILE* out) {
     fprintf(out, "\"numa\": %d, \"speed_mbps\": %d, \"rma\": %s, \"hmem\": %s}", n.numa,
             n.speed_mbps, n.rma ? "true" : "false", n.hmem ? "true" : "false");
   }
-  fputs("], \"plugin\": {", out);
+  fputs("], ", out);
+  kv("topology", r.topology);
+  fputs("\"plugin\": {", out);
   kv("path", r.plugin);
   kv("name", r.plugin_name);
   kv("error", r.plugin_error);

@@ -47,6 +47,7 @@ struct Report {
   std::string cuda, cuda_context;
   bool cuda_available = false;
   std::vector<NicInfo> nics;
+  std::string topology;  // what hwloc sees
   // The plugin, as NCCL sees it.
   std::string plugin, plugin_name, plugin_error;
   int plugin_abi = 0;
