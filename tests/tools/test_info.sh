@@ -75,6 +75,29 @@ if [ -n "${NF_MOCKPROV_LIB:-}" ]; then
   grep -q "provider: mockefa" "$out" && grep -q "rdmap32s27-rdm" "$out" ||
     { echo "FAIL: mock NICs not shown"; cat "$out"; fail=1; }
 fi
+# --listen / --peer: a short transfer through the plugin between two processes on loopback.
+port=$((20000 + $$ % 20000))
+env "${base[@]}" "$info" --no-cuda --plugin "$plugin" --listen $port --timeout 60 >"$out.l" 2>&1 &
+lpid=$!
+env "${base[@]}" "$info" --no-cuda --plugin "$plugin" --peer 127.0.0.1:$port --timeout 60 >"$out" 2>&1
+prc=$?
+wait $lpid
+lrc=$?
+if [ $prc -gt 1 ] || [ $lrc -gt 1 ] || ! grep -q "transfer with the peer: ok" "$out.l" ||
+   ! grep -q "  bw " "$out.l" || ! grep -q "transfer with the peer: ok" "$out"; then
+  echo "FAIL: --listen/--peer (exit $lrc/$prc)"; cat "$out.l" "$out"; fail=1
+else
+  echo "ok: --listen/--peer transfer"
+fi
+rm -f "$out.l"
+# Nobody listens there: an error, with the hint.
+env "${base[@]}" "$info" --no-cuda --plugin "$plugin" --peer 127.0.0.1:1 --timeout 3 >"$out" 2>&1
+prc=$?
+if [ $prc != 2 ] || ! grep -q "\[peer\]" "$out" || ! grep -q "security group" "$out"; then
+  echo "FAIL: --peer to nobody (exit $prc)"; cat "$out"; fail=1
+else
+  echo "ok: --peer to nobody: exit 2 with the security-group hint"
+fi
 # The mock shaped like a p5.48xlarge (hwloc XML, 32 NICs at the XML's PCI addresses): 8 devices of
 # 4 rails at 400 Gb/s, each NIC with its GPU.
 if [ -n "${NF_MOCKPROV_LIB:-}" ] && [ -n "${NF_SRC_DIR:-}" ]; then
