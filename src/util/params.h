@@ -32,6 +32,7 @@ enum class ParamId : int {
   kPlatform,
   kNicGrouping,
   kTestDmiFile,
+  kWriteChunk,
   kCount
 };
 

@@ -300,3 +300,58 @@ TEST_CASE("RDMA: a hostile clear-to-send is refused and nothing lands outside th
     }
   }
 }
+
+TEST_CASE("RDMA: a large message goes as several writes in flight on one rail",
+          "[plugin][rdma][mock]") {
+  std::string log;
+  PairOptions opt = rdma_mock(1, 1);
+  opt.env.push_back({"MOCKEFA_WIRE_REORDER", "1"});
+  opt.env.push_back({"MOCKEFA_CQ_REORDER", "1"});
+  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
+    mockefa_api api;
+    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
+    void* sc = nullptr;
+    void* rc = nullptr;
+    std::string err;
+    CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+    const size_t kSize = 16 << 20;
+    std::vector<unsigned char> sbuf(kSize), rbuf(kSize);
+    void* smh = nullptr;
+    void* rmh = nullptr;
+    CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kSize, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+    CHILD_CHECK(p.reg_mr(rc, rbuf.data(), kSize, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+    // 16 MiB with NCCL_FABRIC_WRITE_CHUNK at 1 MiB: 8 writes (the most a message takes); 3 MiB
+    // less 5 bytes: 3 writes; 1 MiB: one.
+    const size_t sizes[] = {kSize, (3u << 20) - 5, 1u << 20};
+    const uint64_t writes[] = {8, 3, 1};
+    for (int m = 0; m < 3; ++m) {
+      fill(sbuf.data(), sizes[m], 3, m);
+      memset(rbuf.data(), 0, kSize);
+      void* data[1] = {rbuf.data()};
+      size_t cap[1] = {kSize};
+      int tag[1] = {9};
+      void* mhs[1] = {rmh};
+      void* rr = nullptr;
+      void* sr = nullptr;
+      CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv");
+      api.reset_counters();
+      CHILD_CHECK(post_send(p, sc, sbuf.data(), sizes[m], 9, smh, &sr) == 0, "isend");
+      std::vector<void*> reqs = {rr, sr};
+      std::vector<int> got;
+      CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer %d", m);
+      CHILD_CHECK(static_cast<size_t>(got[0]) == sizes[m], "size %d", got[0]);
+      CHILD_CHECK(verify(rbuf.data(), sizes[m], 3, m) == SIZE_MAX, "content of message %d", m);
+      CHILD_CHECK(rbuf[sizes[m]] == 0 || sizes[m] == kSize, "wrote past the message");
+      mockefa_counters c;
+      api.get_counters(&c);
+      CHILD_CHECK(c.nic_tx_ops[0] == writes[m], "message %d took %llu writes, expected %llu", m,
+                  (unsigned long long)c.nic_tx_ops[0], (unsigned long long)writes[m]);
+      CHILD_CHECK(c.violations_total == 0, "%llu violations", (unsigned long long)c.violations_total);
+    }
+    CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+    dlclose(api.handle);
+    return 0;
+  }, &log));
+  INFO(log);
+}
