@@ -320,9 +320,9 @@ TEST_CASE("RDMA: a large message goes as several writes in flight on one rail",
     void* rmh = nullptr;
     CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kSize, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
     CHILD_CHECK(p.reg_mr(rc, rbuf.data(), kSize, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
-    // 16 MiB with NCCL_FABRIC_WRITE_CHUNK at 1 MiB: 8 writes (the most a message takes); 3 MiB
-    // less 5 bytes: 3 writes; 1 MiB: one.
-    const size_t sizes[] = {kSize, (3u << 20) - 5, 1u << 20};
+    // NCCL_FABRIC_WRITE_CHUNK at 256 KiB: 16 MiB takes 8 writes (the most a message takes);
+    // 768 KiB less 5 bytes, 3; 256 KiB, one.
+    const size_t sizes[] = {kSize, (768u << 10) - 5, 256u << 10};
     const uint64_t writes[] = {8, 3, 1};
     for (int m = 0; m < 3; ++m) {
       fill(sbuf.data(), sizes[m], 3, m);
