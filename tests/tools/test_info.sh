@@ -117,5 +117,17 @@ if [ -n "${NF_MOCKPROV_LIB:-}" ] && [ -n "${NF_SRC_DIR:-}" ]; then
   else
     echo "ok: p5-shaped mock: 8 devices of 4 rails, exit 1 (mockefa is not efa)"
   fi
+  # The same in JSON.
+  env "${base[@]}" FI_PROVIDER=mockefa NCCL_FABRIC_PROVIDER=mockefa MOCKEFA_NDOMAINS=32 \
+    MOCKEFA_PCI_ADDRS="$addrs" HWLOC_XMLFILE="$NF_SRC_DIR/tests/topo/p5.48xlarge.xml" \
+    NCCL_FABRIC_PLATFORM=p5.48xlarge "$info" --no-cuda --plugin "$plugin" --json >"$out" 2>/dev/null
+  n=$(grep -o '"rails": 4, "speed_mbps": 400000' "$out" | wc -l)
+  if [ "$n" != 8 ] || ! grep -q '"name": "p5.48xlarge"' "$out" ||
+     ! grep -q '"efa_expected": true' "$out" || ! grep -q '"id": "efa-expected"' "$out" ||
+     ! grep -q '"nearest_gpus": "0000:53:00.0"' "$out" || ! grep -q '"exit_code": 1}' "$out"; then
+    echo "FAIL: p5-shaped mock, JSON ($n devices of 4 rails)"; cat "$out"; fail=1
+  else
+    echo "ok: p5-shaped mock, JSON"
+  fi
 fi
 exit $fail
