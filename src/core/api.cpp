@@ -180,7 +180,11 @@ Status register_for_nccl(Comm& c, void* data, size_t size, int type, int fd, uin
       return Status::kInternalError;
     }
     Cuda* cuda = Cuda::loaded();
-    if (cuda == nullptr || !cuda->available()) return Status::kInternalError;
+    if (cuda == nullptr || !cuda->available()) {
+      // GPUDirect is only on where the probe loaded the driver; this would be a plugin bug.
+      NF_WARN("%s: GPU memory, but the CUDA driver is not loaded in this process", who);
+      return Status::kInternalError;
+    }
     NF_CHECK(cuda->classify(data, &info));
     if (info.kind == MemKind::kHost) {
       NF_WARN("%s: %p is not CUDA memory, although NCCL passed NCCL_PTR_CUDA", who, data);
@@ -257,6 +261,11 @@ Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, v
   if (__builtin_expect(c == nullptr || c->magic != kCommMagic || c->role != CommRole::kSend, 0)) {
     as_comm(send_comm, CommRole::kSend, "isend");
     return Status::kInternalError;
+  }
+  if (__builtin_expect(size > c->max_msg_size, 0)) {
+    NF_WARN("isend of %zu bytes to %s exceeds the provider's largest message (%llu bytes)", size,
+            c->peer_name.c_str(), static_cast<unsigned long long>(c->max_msg_size));
+    return Status::kInvalidUsage;
   }
   Request* r = nullptr;
   Status s = c->proto == kProtoRdma

@@ -107,7 +107,6 @@ Status MrCache::acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_acces
   MemSpec s = spec;
   s.kind = info.kind;
   s.device = cuda ? info.device : 0;
-  if (s.dmabuf_fd >= 0) s.dmabuf_offset = spec.dmabuf_offset;
   std::unique_ptr<MrEntry> e(new MrEntry());
   NF_CHECK(register_memory_spec(*dom_, ep, reinterpret_cast<void*>(start), end - start,
                                 remote_access, s, &e->reg));

@@ -253,8 +253,7 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
   const uint64_t t = eager_tag(c.peer_id, tag);
   ssize_t rc;
   bool injected = false;
-  // GPU memory is never injected: the provider would copy it with the CPU.
-  if (c.use_inject && size <= c.inject_size && (mh == nullptr || mh->reg.kind == MemKind::kHost)) {
+  if (can_inject(c, size, mh)) {
     rc = fi_tinjectdata(c.ep->ep(), data, size, m, c.peer, t);
     injected = rc == 0;
   } else {
@@ -422,11 +421,6 @@ Status rdma_post_writes(Comm& c, Request* r) {
 
 Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
   *out = nullptr;
-  if (__builtin_expect(size > c.max_msg_size, 0)) {
-    NF_WARN("isend of %zu bytes to %s exceeds the provider's largest message (%llu bytes)", size,
-            c.peer_name.c_str(), static_cast<unsigned long long>(c.max_msg_size));
-    return Status::kInvalidUsage;
-  }
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   RdmaState& rd = *c.rdma;

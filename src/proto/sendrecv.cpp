@@ -450,11 +450,6 @@ Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Reques
 
 Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
   *out = nullptr;
-  if (__builtin_expect(size > c.max_msg_size, 0)) {
-    NF_WARN("isend of %zu bytes to %s exceeds the provider's largest message (%llu bytes)", size,
-            c.peer_name.c_str(), static_cast<unsigned long long>(c.max_msg_size));
-    return Status::kInvalidUsage;
-  }
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   Request* r = take_request(c, ReqType::kSend, 1);
@@ -465,8 +460,8 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
   r->sizes[0] = size;
   const uint64_t t = data_tag(c.peer_id, tag);
   ssize_t rc;
-  // GPU memory is never injected: the provider would copy it with the CPU.
-  if (c.use_inject && size <= c.inject_size && (mh == nullptr || mh->reg.kind == MemKind::kHost)) {
+  const bool inject = can_inject(c, size, mh);
+  if (inject) {
     // The provider copies the data before returning and reports no completion.
     rc = fi_tinject(c.ep->ep(), data, size, c.peer, t);
     if (rc == 0) {
@@ -490,8 +485,7 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
   }
   request_release(r);
   if (rc == -FI_EAGAIN) return comm_progress(c);
-  return fi_fail(c.use_inject && size <= c.inject_size && (mh == nullptr || mh->reg.kind == MemKind::kHost) ? "fi_tinject" : "fi_tsend",
-                 static_cast<int>(rc), c.peer_name.c_str());
+  return fi_fail(inject ? "fi_tinject" : "fi_tsend", static_cast<int>(rc), c.peer_name.c_str());
 }
 
 Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,

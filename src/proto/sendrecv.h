@@ -256,6 +256,11 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
 Status comm_progress(Comm& c);
 
 // Shared with the RDMA protocol (rdma.cpp).
+// Whether a send of `size` bytes from `mh` may go with fi_tinject: small enough, allowed, and host
+// memory (the provider copies the payload with the CPU before returning).
+inline bool can_inject(const Comm& c, size_t size, const MemHandle* mh) {
+  return c.use_inject && size <= c.inject_size && (mh == nullptr || mh->reg.kind == MemKind::kHost);
+}
 Request* take_request(Comm& c, ReqType type, int n);
 void fail_request(Request* r, Status s);
 void defer(Comm& c, Request* r);

@@ -85,6 +85,16 @@ int child_setup(const PairOptions& opt, nfc::NetPlugin* p) {
   return 0;
 }
 
+int mock_pair(nfc::NetPlugin& p, mockefa_api* api, void** send_comm, void** recv_comm) {
+  if (api != nullptr)
+    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), api) == 0, "mock API from %s",
+                getenv("NF_MOCKPROV_LIB") ? getenv("NF_MOCKPROV_LIB") : "(NF_MOCKPROV_LIB unset)");
+  std::string err;
+  CHILD_CHECK(nfc::connect_pair(p, 0, send_comm, recv_comm, kTimeoutMs, &err), "connect: %s",
+              err.c_str());
+  return 0;
+}
+
 int wait_request(nfc::NetPlugin& p, void* req, int* sizes, int timeout_ms) {
   const auto start = Clock::now();
   int done = 0;

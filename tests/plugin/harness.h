@@ -10,6 +10,7 @@
 
 #include "client/oob.h"
 #include "client/plugin_loader.h"
+#include "mockprov/mockefa.h"
 
 namespace nft {
 
@@ -65,6 +66,10 @@ bool run_pair(const PairOptions& opt, const std::function<int(Side&)>& body, std
 // Runs body() in one child with the plugin loaded and initialised.
 bool run_single(const PairOptions& opt, const std::function<int(nfc::NetPlugin&)>& body,
                 std::string* log);
+
+// In a single-process mock test: loads the mock's test API (api may be NULL) and connects a send
+// and a recv comm on device 0. Returns 0, or 1 after printing why.
+int mock_pair(nfc::NetPlugin& p, mockefa_api* api, void** send_comm, void** recv_comm);
 
 // Polls test() until done or error or timeout. Returns 0 when done; *sizes gets the sizes.
 int wait_request(nfc::NetPlugin& p, void* req, int* sizes, int timeout_ms = kTimeoutMs);

@@ -164,11 +164,9 @@ TEST_CASE("GPU memory: transfers between CUDA buffers, with the flush, on both p
       CHECK(run_single(opt, [](nfc::NetPlugin& p) {
         CHILD_CHECK(ptr_support(p) & NCCL_PTR_CUDA, "no NCCL_PTR_CUDA");
         mockefa_api api;
-        CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
         void* sc = nullptr;
         void* rc = nullptr;
-        std::string err;
-        CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
         const size_t kBuf = 1 << 20;
         unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
         unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
@@ -285,11 +283,9 @@ TEST_CASE("GPU memory: DMA-BUF registration (the fd closed right after, as NCCL 
   CHECK(run_single(opt, [](nfc::NetPlugin& p) {
     CHILD_CHECK(ptr_support(p) & NCCL_PTR_DMABUF, "no NCCL_PTR_DMABUF");
     mockefa_api api;
-    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
     void* sc = nullptr;
     void* rc = nullptr;
-    std::string err;
-    CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+    CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
     const size_t kBuf = 1 << 20;
     unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
     unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
@@ -339,11 +335,9 @@ TEST_CASE("GPU memory: the registration cache shares, keeps idle GPU entries, no
   opt.env.push_back({"NCCL_FABRIC_MR_CACHE_ENTRIES", "3"});
   CHECK(run_single(opt, [](nfc::NetPlugin& p) {
     mockefa_api api;
-    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
     void* sc = nullptr;
     void* rc = nullptr;
-    std::string err;
-    CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+    CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
     const size_t kBuf = 1 << 20;
     void* a = cuda_alloc(kBuf);
     CHILD_CHECK(a != nullptr, "alloc");
@@ -417,11 +411,9 @@ TEST_CASE("GPU memory: the registration cache shares, keeps idle GPU entries, no
     std::string l;
     CHECK(run_single(o, [](nfc::NetPlugin& p) {
       mockefa_api api;
-      CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
       void* sc = nullptr;
       void* rc = nullptr;
-      std::string err;
-      CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+      CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
       void* a = cuda_alloc(1 << 16);
       const uint64_t base = open_mrs(api);
       void* m1 = nullptr;

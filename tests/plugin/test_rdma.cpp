@@ -191,11 +191,9 @@ TEST_CASE("RDMA: a device of 4 rails stripes large messages over its 4 NICs with
     CHILD_CHECK(props.speed == 400000, "a 4-rail device says %d Mb/s, expected 4 x 100 Gb/s", props.speed);
     CHILD_CHECK(props.name.find('+') != std::string::npos, "device name %s", props.name.c_str());
     mockefa_api api;
-    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
     void* sc = nullptr;
     void* rc = nullptr;
-    std::string err;
-    CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+    CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
     const size_t kSize = 4 << 20;
     const int kMsgs = 24;
     std::vector<unsigned char> sbuf(kSize * 4), rbuf(kSize * 4);
@@ -309,11 +307,9 @@ TEST_CASE("RDMA: a large message goes as several writes in flight on one rail",
   opt.env.push_back({"MOCKEFA_CQ_REORDER", "1"});
   CHECK(run_single(opt, [](nfc::NetPlugin& p) {
     mockefa_api api;
-    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
     void* sc = nullptr;
     void* rc = nullptr;
-    std::string err;
-    CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
+    CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
     const size_t kSize = 16 << 20;
     std::vector<unsigned char> sbuf(kSize), rbuf(kSize);
     void* smh = nullptr;
