@@ -27,7 +27,6 @@ extern char** environ;
 
 namespace {
 
-using nfi::Finding;
 using nfi::Report;
 
 std::vector<std::string> g_log;  // what the plugin logged (WARN lines start with "WARN ")
@@ -272,7 +271,6 @@ void collect_devices(const std::string& path, Report* r) {
   for (const std::string& l : log_lines("DMA-BUF ")) r->dmabuf_reason = l;
   for (const std::string& l : g_log)
     if (l.compare(0, 5, "WARN ") == 0) r->plugin_warnings.push_back(l.substr(5));
-  r->plugin_log = g_log;
 }
 
 // The two-machine check: nccl-fabric-perf, next to this program, with a short plan.

@@ -12,11 +12,6 @@
 namespace nfi {
 namespace {
 
-const char* getenv_or(const char* k, const char* d) {
-  const char* v = getenv(k);
-  return v != nullptr ? v : d;
-}
-
 std::string real(const std::string& p) {
   char buf[PATH_MAX];
   return realpath(p.c_str(), buf) != nullptr ? buf : p;
@@ -277,7 +272,6 @@ void print_json(const Report& r, FILE* out) {
 }
 
 void platform_section(const nf::Params& params, Report* r) {
-  (void)getenv_or;
   nf::PlatformChoice c;
   std::string err;
   if (!nf::ok(nf::choose_platform(params, &c, &err))) {

@@ -53,7 +53,7 @@ struct Report {
   int plugin_abi = 0;
   std::vector<DeviceInfo> devices;
   std::string gdr_reason, dmabuf_reason;
-  std::vector<std::string> plugin_warnings, plugin_log;
+  std::vector<std::string> plugin_warnings;
   // Limits and environment.
   bool memlock_unlimited = false;
   uint64_t memlock_bytes = 0;
