@@ -23,6 +23,7 @@ struct NcclTestsRow {
   double ip_time_us = -1;  // in-place, -1 when the log has no in-place columns
   double ip_busbw = -1;
   long wrong = 0;          // #wrong out-of-place; -1 when the log printed N/A
+  long ip_wrong = 0;       // #wrong in-place; -1 when N/A or the log has no in-place columns
 };
 
 struct NcclTestsLog {
