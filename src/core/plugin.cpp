@@ -199,6 +199,26 @@ int device_count() {
   return d.found ? static_cast<int>(d.groups.size()) : 0;
 }
 
+NetSummary net_summary() {
+  Devices& d = devices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  NetSummary s;
+  if (!d.found || d.groups.empty()) return s;
+  s.found = true;
+  s.provider = d.provider;
+  s.devices = static_cast<int>(d.groups.size());
+  const std::vector<size_t>& g = d.groups[0];
+  s.rails = static_cast<int>(g.size());
+  for (size_t k = 0; k < g.size(); ++k) {
+    bool seen = false;
+    for (size_t j = 0; j < k; ++j) seen = seen || g[j] == g[k];
+    if (!seen) s.speed_mbps += d.nics[g[k]].speed_mbps;
+  }
+  s.gdr = d.gdr.cuda;
+  if (d.platform.row != nullptr) s.platform = d.platform.row->name;
+  return s;
+}
+
 Status device_props(int dev, DeviceProps* out) {
   Devices& d = devices();
   std::lock_guard<std::mutex> lock(d.mu);

@@ -57,6 +57,19 @@ PluginCtx* default_ctx_if_any();
 
 int device_count();
 Status device_props(int dev, DeviceProps* out);
+
+// What the tuner may know of the network this process uses: set once the net side of this
+// library found its devices (found = false before, or in a library that only tunes).
+struct NetSummary {
+  bool found = false;
+  std::string provider;
+  int devices = 0;        // NCCL devices
+  int speed_mbps = 0;     // of the first device (all its rails)
+  int rails = 1;          // NICs (rails) of the first device
+  bool gdr = false;       // GPU memory offered to NCCL
+  std::string platform;   // the platform row's name
+};
+NetSummary net_summary();
 // The connect environment of a device: the context's shared endpoint on it (opened, with the
 // domain, on first use) and the provider.
 Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out);

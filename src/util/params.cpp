@@ -72,6 +72,17 @@ const ParamDef kDefs[kParamCount] = {
     {ParamId::kWriteChunk, "NCCL_FABRIC_WRITE_CHUNK", ParamType::kInt, "262144", 0, 1073741824,
      "RDMA protocol: a message larger than this goes as several writes in flight (at most 8), "
      "also on one rail; 0 writes it in one piece per rail"},
+    {ParamId::kTuner, "NCCL_FABRIC_TUNER", ParamType::kString, "auto", 0, 0,
+     "the tuner: auto (rules file first, then the cost model), model (the model only), rules "
+     "(the rules file only; NCCL decides elsewhere) or off (NCCL decides everything)"},
+    {ParamId::kTunerRules, "NCCL_FABRIC_TUNER_RULES", ParamType::kString, "", 0, 0,
+     "path of a tuner rules file (docs/tuning.md#rules); empty for none"},
+    {ParamId::kTunerDump, "NCCL_FABRIC_TUNER_DUMP", ParamType::kString, "", 0, 0,
+     "path the tuner writes its full decision table to, as CSV, at each communicator's init "
+     "(%h: host name, %p: process id); empty for none"},
+    {ParamId::kTunerNetLatency, "NCCL_FABRIC_TUNER_NET_LATENCY", ParamType::kInt, "0", 0, 100000,
+     "the tuner model's latency of one network step, microseconds; 0 picks it from the provider "
+     "(EFA 20, or 25 without GPUDirect; TCP 40)"},
 };
 
 // String parameters that take one of a fixed set of values.
@@ -80,7 +91,9 @@ const char* const* choices_of(ParamId id) {
   static const char* const kCtsFaults[] = {"none", "size", "count", "addr", "key", nullptr};
   static const char* const kGdrModes[] = {"auto", "off", "require", nullptr};
   static const char* const kDmabufModes[] = {"auto", "off", nullptr};
+  static const char* const kTunerModes[] = {"auto", "model", "rules", "off", nullptr};
   switch (id) {
+    case ParamId::kTuner: return kTunerModes;
     case ParamId::kGdr: return kGdrModes;
     case ParamId::kDmabuf: return kDmabufModes;
     case ParamId::kProtocol: return kProtocols;

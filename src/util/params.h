@@ -33,6 +33,10 @@ enum class ParamId : int {
   kNicGrouping,
   kTestDmiFile,
   kWriteChunk,
+  kTuner,
+  kTunerRules,
+  kTunerDump,
+  kTunerNetLatency,
   kCount
 };
 

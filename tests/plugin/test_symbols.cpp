@@ -1,4 +1,5 @@
-// What NCCL sees of the library: exactly the ncclNetPlugin_v* symbols, and tables NCCL can use.
+// What NCCL sees of the library: exactly the ncclNetPlugin_v* and ncclTunerPlugin_v* symbols, and
+// tables NCCL can use.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -9,8 +10,9 @@
 
 using namespace nft;
 
-TEST_CASE("the library exports only ncclNetPlugin_v6..v11", "[plugin][symbols]") {
-  const std::string cmd = "nm -D --defined-only '" + plugin_path() + "' 2>&1";
+namespace {
+std::set<std::string> exported(const std::string& lib) {
+  const std::string cmd = "nm -D --defined-only '" + lib + "' 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   REQUIRE(f != nullptr);
   std::set<std::string> symbols;
@@ -20,9 +22,27 @@ TEST_CASE("the library exports only ncclNetPlugin_v6..v11", "[plugin][symbols]")
     if (sscanf(line, "%63s %7s %399s", addr, type, name) == 3) symbols.insert(name);
   }
   REQUIRE(pclose(f) == 0);
-  const std::set<std::string> expected = {"ncclNetPlugin_v6", "ncclNetPlugin_v7", "ncclNetPlugin_v8",
-                                          "ncclNetPlugin_v9", "ncclNetPlugin_v10", "ncclNetPlugin_v11"};
-  CHECK(symbols == expected);
+  return symbols;
+}
+}  // namespace
+
+TEST_CASE("the net library exports only ncclNetPlugin_v6..v11 and ncclTunerPlugin_v2..v6",
+          "[plugin][symbols]") {
+  const std::set<std::string> expected = {
+      "ncclNetPlugin_v6",   "ncclNetPlugin_v7",   "ncclNetPlugin_v8",   "ncclNetPlugin_v9",
+      "ncclNetPlugin_v10",  "ncclNetPlugin_v11",  "ncclTunerPlugin_v2", "ncclTunerPlugin_v3",
+      "ncclTunerPlugin_v4", "ncclTunerPlugin_v5", "ncclTunerPlugin_v6"};
+  CHECK(exported(plugin_path()) == expected);
+}
+
+TEST_CASE("the tuner library exports only ncclTunerPlugin_v2..v6", "[plugin][symbols]") {
+  std::string lib = plugin_path();
+  lib.replace(lib.rfind("libnccl-net-fabric.so"), std::string("libnccl-net-fabric.so").size(),
+              "libnccl-tuner-fabric.so");
+  const std::set<std::string> expected = {"ncclTunerPlugin_v2", "ncclTunerPlugin_v3",
+                                          "ncclTunerPlugin_v4", "ncclTunerPlugin_v5",
+                                          "ncclTunerPlugin_v6"};
+  CHECK(exported(lib) == expected);
 }
 
 TEST_CASE("each version's table is complete where NCCL calls it and NULL where it must be", "[plugin][symbols]") {
