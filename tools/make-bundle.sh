@@ -23,7 +23,9 @@ done
 rm -rf "$dest"
 mkdir -p "$dest/lib" "$dest/bin" "$dest/prov" "$dest/gpu"
 cp "$plugin" "$dest/lib/"
+[ -f "$build/.libs/libnccl-tuner-fabric.so" ] && cp "$build/.libs/libnccl-tuner-fabric.so" "$dest/lib/"
 cp "$tool" "$dest/bin/"
+[ -f "$build/tools/nccl-fabric-tune" ] && cp "$build/tools/nccl-fabric-tune" "$dest/bin/"
 cp "$gpucheck" "$cudacheck" "$src/tests/gpu/run.sh" "$src/tests/gpu/torch_check.py" "$dest/gpu/"
 [ -f "$mock" ] && cp "$mock" "$dest/prov/"
 

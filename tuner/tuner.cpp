@@ -166,13 +166,16 @@ Tuner* Tuner::create(const InitArgs& a) {
         !r.rpn.contains(t->facts_.ranks_per_node))
       continue;
     const ActiveRule ar{r.size_lo, r.size_hi, static_cast<int8_t>(r.algo),
-                        static_cast<int8_t>(r.proto), r.channels, r.chunk, r.line};
+                        static_cast<int8_t>(r.proto), r.channels, r.chunk, r.line,
+                        static_cast<int>(t->rule_lines_.size())};
+    t->rule_lines_.push_back(r.line);
     for (int coll = 0; coll < kNumColls; ++coll)
       if (r.coll == kAny || r.coll == coll) t->rules_[coll].push_back(ar);
   }
 
-  size_t active = 0;
-  for (const auto& v : t->rules_) active += v.size();
+  t->rule_hits_.reset(new std::atomic<uint64_t>[t->rule_lines_.size() + 1]);
+  for (size_t i = 0; i <= t->rule_lines_.size(); ++i) t->rule_hits_[i].store(0);
+  const size_t active = t->rule_lines_.size();
   NF_INFO(kSubsysTuning, "tuner: mode %s, %d ranks on %d nodes (%d per node), network %s: %s "
           "%.0f Gb/s per node over %d NICs, %.1f us per hop, GPUDirect %s; %zu rules of %s "
           "apply",
@@ -263,6 +266,37 @@ void Tuner::get_coll_info(int coll, size_t n_bytes, float* table, int num_algo, 
       }
   }
   if (r != nullptr && r->channels > 0 && n_channels != nullptr) *n_channels = r->channels;
+  if (r != nullptr) rule_hits_[r->index].fetch_add(1, std::memory_order_relaxed);
+  else if (algo >= 0) model_hits_[algo * kNumProtos + proto].fetch_add(1, std::memory_order_relaxed);
+  else nccl_calls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+Tuner::~Tuner() {
+  if (mode_ != Mode::kOff && log_enabled(LogLevel::kInfo))
+    for (const std::string& line : usage_lines()) NF_INFO(kSubsysTuning, "tuner: %s", line.c_str());
+}
+
+std::vector<std::string> Tuner::usage_lines() const {
+  std::vector<std::string> out;
+  uint64_t total = nccl_calls_.load(std::memory_order_relaxed);
+  std::string rules;
+  for (size_t i = 0; i < rule_lines_.size(); ++i) {
+    const uint64_t n = rule_hits_[i].load(std::memory_order_relaxed);
+    total += n;
+    if (n > 0)
+      rules += " " + rules_path_ + ":" + std::to_string(rule_lines_[i]) + " x" + std::to_string(n);
+  }
+  std::string model;
+  for (int k = 0; k < kNumAlgos * kNumProtos; ++k) {
+    const uint64_t n = model_hits_[k].load(std::memory_order_relaxed);
+    total += n;
+    if (n > 0) model += " " + pair_text(k / kNumProtos, k % kNumProtos) + " x" + std::to_string(n);
+  }
+  out.push_back(std::to_string(total) + " collective calls decided: rules" +
+                (rules.empty() ? std::string(" none") : rules) + "; model" +
+                (model.empty() ? std::string(" none") : model) + "; NCCL " +
+                std::to_string(nccl_calls_.load(std::memory_order_relaxed)));
+  return out;
 }
 
 void Tuner::pick_v2(int coll, size_t n_bytes, int collnet_support, int nvls_support, int* algo,

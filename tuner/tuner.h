@@ -2,8 +2,10 @@
 // A context per communicator, immutable after init: getCollInfo and getChunkSize take no lock,
 // allocate nothing and log nothing, and may run on several threads for different communicators.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,7 @@ struct ActiveRule {
   int channels;
   uint64_t chunk;
   int line;
+  int index;  // into the rule counters
 };
 
 class Tuner {
@@ -59,6 +62,9 @@ class Tuner {
   // The INFO table (one line per collective) and the CSV dump; public for nccl-fabric-tune.
   std::vector<std::string> summary_lines() const;
   std::string dump_csv() const;
+  // What decided the calls so far, per rule line and per model pair: logged at finalize.
+  std::vector<std::string> usage_lines() const;
+  ~Tuner();
 
  private:
   Tuner() = default;
@@ -76,6 +82,11 @@ class Tuner {
   Decisions decisions_;
   std::vector<ActiveRule> rules_[kNumColls];
   std::string rules_path_;
+  // Relaxed counters: one add per call, no lock; read at finalize.
+  std::vector<int> rule_lines_;                           // index -> line in the file
+  std::unique_ptr<std::atomic<uint64_t>[]> rule_hits_;  // per rule index
+  mutable std::atomic<uint64_t> model_hits_[kNumAlgos * kNumProtos] = {};
+  mutable std::atomic<uint64_t> nccl_calls_{0};  // calls the tuner left to NCCL
 };
 
 // "auto", "model", "rules", "off".

@@ -21,6 +21,9 @@
 #   NF_GPU_PROVIDER    libfabric provider for the plugin (default 'tcp;ofi_rxm')
 #   NF_GPU_IFACE       interface for the plugin and for Socket (default lo)
 #   NF_GPU_SKIP_TORCH=1  run only nccl-fabric-gpucheck
+#   NF_GPU_SKIP_TUNER=1  skip the tuner job (NCCL finds our tuner in the net library and applies a
+#                      rules-file choice: ring/simple for every all-reduce, which NCCL alone never
+#                      picks for small sizes)
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -111,7 +114,8 @@ run_job() {
     local -a envs=(CUDA_VISIBLE_DEVICES=0 NCCL_HOSTID="${hosts[$r]}"
                    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,NET
                    NCCL_DEBUG_FILE="$out/$name.rank$r.nccl.log"
-                   NCCL_MNNVL_ENABLE=0 NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME="$iface")
+                   NCCL_MNNVL_ENABLE=0 NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME="$iface"
+                   "${job_env[@]}")
     if [ "$net" = fabric ]; then
       # REF_COUNT: NCCL 2.28.9 forgets the plugin's name when its last communicator goes away.
       envs+=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=fabric NCCL_FABRIC_PROVIDER="$provider"
@@ -200,6 +204,7 @@ summary() {
 failed=0
 ran=0
 declare -A status
+job_env=()
 kinds=(gpucheck)
 [ "${NF_GPU_SKIP_TORCH:-0}" = 1 ] || kinds+=(torch)
 for kind in "${kinds[@]}"; do
@@ -224,12 +229,44 @@ for kind in "${kinds[@]}"; do
   done
 done
 
+# The tuner: NCCL 2.21+ looks for a tuner in the net plugin's library. A rules file makes every
+# all-reduce ring/simple; NCCL's log (TUNING) must show our tuner loaded and that choice taken at
+# a small size, where NCCL alone picks LL.
+if [ "${NF_GPU_SKIP_TUNER:-0}" != 1 ] && [ "${status[gpucheck-fabric]:-}" = PASS ]; then
+  name=gpucheck-tuner
+  say "== $name"
+  printf 'allreduce * * * * ring simple * *\n' > "$out/tuner-rules.txt"
+  # shellcheck disable=SC2054
+  job_env=(NCCL_DEBUG_SUBSYS=INIT,ENV,NET,TUNING NCCL_FABRIC_TUNER_RULES="$out/tuner-rules.txt")
+  run_job "$name" fabric gpucheck; rc=$?
+  job_env=()
+  ran=$((ran + 1))
+  log0="$out/$name.rank0.nccl.log"
+  if [ $rc -ne 0 ]; then
+    status[$name]=FAIL; failed=1
+  elif ! grep -Eq "TUNER/Plugin: Using fabric|Successfully loaded external tuner plugin" "$log0"; then
+    say "FAIL: $name: NCCL's log does not show our tuner loaded ($log0)"
+    status[$name]=FAIL; failed=1
+  elif ! grep -Eq "collective calls decided: rules [^;]*tuner-rules.txt:1 x[1-9]" "$log0"; then
+    # NCCL 2.28 logs its per-call choice only at TRACE; the tuner counts what decided each call
+    # and logs it when NCCL finalizes the tuner.
+    say "FAIL: $name: the tuner never applied the rule ($log0):"
+    grep -Eh "tuner:" "$log0" | head -n 10
+    status[$name]=FAIL; failed=1
+  else
+    status[$name]=PASS
+    grep -Eh -m3 "TUNER/Plugin|Successfully loaded external tuner|tuner: mode" "$log0"
+    grep -Eh -m2 "collective calls decided" "$log0"
+    say "ok: $name: NCCL loaded our tuner from the net library and took the rule's ring/simple"
+  fi
+fi
+
 summary "nccl-fabric-gpucheck" "$out/gpucheck-fabric.rank0.out" "$out/gpucheck-Socket.rank0.out"
 [ "${status[torch-fabric]:-}" = PASS ] &&
   summary "torch_check.py (torch.distributed)" "$out/torch-fabric.rank0.out" "$out/torch-Socket.rank0.out"
 
 say ""
-for name in gpucheck-fabric gpucheck-Socket torch-fabric torch-Socket; do
+for name in gpucheck-fabric gpucheck-Socket gpucheck-tuner torch-fabric torch-Socket; do
   [ -n "${status[$name]:-}" ] && printf '%-18s %s\n' "$name" "${status[$name]}"
 done
 say "logs: $out"
