@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh's own logic, without a GPU: a fake nvidia-smi and a fake check program that
 # logs like NCCL. A fabric run passes; one whose NCCL log shows a fallback to Socket fails; a
-# wrong result fails; everything skipped is a skip (77).
+# wrong result fails; a tuner job whose log shows the rule unused fails; everything skipped is a
+# skip (77).
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 src=${NF_SRC_DIR:?}
@@ -18,6 +19,14 @@ net=${FAKE_NET:-$NCCL_NET}
 { echo "h:1:1 [0] NCCL INFO Using network $net"
   echo "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$net/0"
   [ "$net" = fabric ] && echo "h:1:1 [0] NCCL INFO NET/FABRIC : using libfabric 1.17 provider 'tcp;ofi_rxm'"
+  if [ -n "${NCCL_FABRIC_TUNER_RULES:-}" ]; then
+    echo "h:1:1 [0] NCCL INFO TUNER/Plugin: Using fabric (v5)"
+    if [ -n "${FAKE_TUNER_UNUSED:-}" ]; then
+      echo "h:1:1 [0] NCCL INFO NET/FABRIC tuner: 12 collective calls decided: rules none; model ring/ll x12; NCCL 0"
+    else
+      echo "h:1:1 [0] NCCL INFO NET/FABRIC tuner: 12 collective calls decided: rules $NCCL_FABRIC_TUNER_RULES:1 x12; model none; NCCL 0"
+    fi
+  fi
 } >"$NCCL_DEBUG_FILE"
 bw=$([ "$NCCL_NET" = fabric ] && echo 3.000 || echo 1.500)
 res=OK; [ -n "${FAKE_WRONG:-}" ] && [ "$rank" = 1 ] && res=FAIL
@@ -32,6 +41,11 @@ go() {
 out=$(go) || fail "fake pass run failed: $out"
 echo "$out" | grep -Eq '^ +1024 +3\.000 +1\.500 +2\.00$' || fail "no summary row fabric/Socket = 2.00: $out"
 echo "$out" | grep -q 'ok: gpucheck-fabric: NCCL used network fabric' || fail "no log proof line: $out"
+echo "$out" | grep -q 'ok: gpucheck-tuner: NCCL loaded our tuner' || fail "no tuner proof line: $out"
+out=$(go FAKE_TUNER_UNUSED=1) && fail "a tuner that never applied the rule passed: $out"
+echo "$out" | grep -q 'the tuner never applied the rule' || fail "unused rule not named: $out"
+out=$(go NF_GPU_SKIP_TUNER=1) || fail "NF_GPU_SKIP_TUNER=1 run failed: $out"
+echo "$out" | grep -q 'gpucheck-tuner' && fail "NF_GPU_SKIP_TUNER=1 still ran the tuner job: $out"
 out=$(go FAKE_NET=Socket) && fail "a fallback to Socket passed: $out"
 echo "$out" | grep -q 'NCCL used another network' || fail "fallback not named: $out"
 out=$(go FAKE_WRONG=1) && fail "a wrong result passed: $out"
