@@ -44,9 +44,8 @@ struct TunerLib {
     version = v;
     return true;
   }
-  ~TunerLib() {
-    if (handle != nullptr) dlclose(handle);
-  }
+  // Never dlclose, as plugin_loader: the library keeps process-lifetime tables (the platform
+  // table, the device list) that are meant to live until exit.
 
   const char* name() const { return *static_cast<const char* const*>(sym); }
 

@@ -93,7 +93,8 @@ Status check_logs(const std::vector<NcclTestsLog>& logs, const CalibrateOptions&
     if (l.algo < 0 || l.algo >= tuner::kNumAlgos || l.proto < 0 ||
         l.proto >= tuner::kNumProtos) {
       return fail(error, l.path + ": which algorithm/protocol pair ran is not known (no single "
-                                  "NCCL_ALGO/NCCL_PROTO in the log); label it");
+                                  "NCCL_ALGO/NCCL_PROTO line in the log): put --label ALGO/PROTO "
+                                  "before it");
     }
     if (l.coll < 0 || l.coll >= tuner::kNumColls)
       return fail(error, l.path + ": collective not known (neither the log nor the file name "
