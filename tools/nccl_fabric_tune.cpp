@@ -208,7 +208,7 @@ int cmd_show(int argc, char** argv) {
   printf("%s, %d node%s x %d rank%s per node (%d ranks), %s; tuner %s (ABI v%d)\n",
          s.row->name.empty() ? "generic" : s.row->name.c_str(), nodes, nodes == 1 ? "" : "s", rpn,
          rpn == 1 ? "" : "s", nodes * rpn, coll_name(coll), path.c_str(), abi);
-  printf("network: %s, %.0f Gb/s per node over %d NICs, %.1f us per hop; NCCL's model: %d "
+  printf("network: %s, %.0f Gb/s per node over %d NIC(s), %.1f us per hop; NCCL's model: %d "
          "channels, %.2f GB/s per channel over the network, %s inside a node\n",
          s.facts.net_known ? s.facts.provider.c_str() : "unknown", s.facts.node_net_gbps,
          s.facts.node_nics, s.facts.net_latency_us, s.comm.n_channels, s.comm.inter_bw_gbs,
