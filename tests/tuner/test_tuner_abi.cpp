@@ -401,6 +401,13 @@ TEST_CASE("v5 init corrects NCCL's network constants on several nodes only", "[t
   CHECK(std::memcmp(many.hwLatencies[NCCL_HW_NVLINK], c0.hwLatencies[NCCL_HW_NVLINK],
                     sizeof c0.hwLatencies[NCCL_HW_NVLINK]) == 0);
   CHECK(std::memcmp(many.baseLatencies, c0.baseLatencies, sizeof c0.baseLatencies) == 0);
+  // The user's figure wins.
+  Env lat;
+  lat.set("NCCL_FABRIC_TUNER_NET_LATENCY", "50");
+  ncclTunerConstants_v5_t mine = c0;
+  REQUIRE(lib.init(&ctx, 128, 16, 8, &mine) == ncclSuccess);
+  lib.finalize(ctx);
+  CHECK(mine.hwLatencies[NCCL_HW_NET][NCCL_ALGO_RING][NCCL_PROTO_LL] == Approx(50.0));
 }
 
 TEST_CASE("NCCL_FABRIC_TUNER_DUMP writes the decision table as CSV", "[tuner][abi]") {
