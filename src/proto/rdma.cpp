@@ -485,8 +485,9 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   if (nchunks < 1) nchunks = 1;
   if (nchunks > static_cast<size_t>(c.nrails)) nchunks = static_cast<size_t>(c.nrails);
   // A large message also goes as several writes in flight, on one rail too: the target lands
-  // (and on tcp, receives) one while the next is on its way. Measured on tcp;ofi_rxm: 4 MiB went
-  // from 0.94 to about 1.6 of SENDRECV, 16 MiB to about 1.3 (docs/performance.md).
+  // (and on tcp, receives) one while the next is on its way. Measured on tcp;ofi_rxm with 512 KiB
+  // pieces: 1 MiB at about 1.25 of SENDRECV, 4 MiB 1.7, 16 MiB 1.4; smaller pieces lose at 1 MiB
+  // (256 KiB: 0.9, 128 KiB: 0.6) (docs/performance.md).
   if (rd.write_chunk > 0 && size > rd.write_chunk) {
     size_t pieces = (size + rd.write_chunk - 1) / rd.write_chunk;
     if (pieces > static_cast<size_t>(kMaxGroup)) pieces = kMaxGroup;

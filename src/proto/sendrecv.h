@@ -146,7 +146,7 @@ struct RdmaState {
   int warned = 0;
   int cts_fault = 0;                 // NCCL_FABRIC_TEST_CTS_FAULT
   size_t min_chunk = 65536;
-  size_t write_chunk = 256 << 10;     // NCCL_FABRIC_WRITE_CHUNK (0: one write per rail)
+  size_t write_chunk = 512 << 10;     // NCCL_FABRIC_WRITE_CHUNK (0: one write per rail)
 };
 
 // What a closed comm leaves behind while the provider may still hold its operations: freed with

@@ -69,7 +69,7 @@ const ParamDef kDefs[kParamCount] = {
     {ParamId::kTestDmiFile, "NCCL_FABRIC_TEST_DMI_FILE", ParamType::kString,
      "/sys/class/dmi/id/product_name", 0, 0,
      "testing only: the file the platform's DMI product name is read from"},
-    {ParamId::kWriteChunk, "NCCL_FABRIC_WRITE_CHUNK", ParamType::kInt, "262144", 0, 1073741824,
+    {ParamId::kWriteChunk, "NCCL_FABRIC_WRITE_CHUNK", ParamType::kInt, "524288", 0, 1073741824,
      "RDMA protocol: a message larger than this goes as several writes in flight (at most 8), "
      "also on one rail; 0 writes it in one piece per rail"},
     {ParamId::kTuner, "NCCL_FABRIC_TUNER", ParamType::kString, "auto", 0, 0,

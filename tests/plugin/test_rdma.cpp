@@ -305,6 +305,7 @@ TEST_CASE("RDMA: a large message goes as several writes in flight on one rail",
   PairOptions opt = rdma_mock(1, 1);
   opt.env.push_back({"MOCKEFA_WIRE_REORDER", "1"});
   opt.env.push_back({"MOCKEFA_CQ_REORDER", "1"});
+  opt.env.push_back({"NCCL_FABRIC_WRITE_CHUNK", "262144"});
   CHECK(run_single(opt, [](nfc::NetPlugin& p) {
     mockefa_api api;
     void* sc = nullptr;
