@@ -233,8 +233,8 @@ int cmd_show(int argc, char** argv) {
              after[k]);
     }
   if (changed == 0) printf("constants the tuner changed: none%s\n", abi < 5 ? " (ABI < v5 has none)" : "");
-  printf("\n%10s  %-16s %10s   %-16s %4s %10s  %7s\n", "size", "NCCL alone", "est. us",
-         "with the tuner", "ch", "est. us", "gain");
+  printf("\n%10s  %-16s %10s   %-16s %4s %6s %10s  %7s\n", "size", "NCCL alone", "est. us",
+         "with the tuner", "ch", "chunk", "est. us", "gain");
   for (uint64_t b = 8; b <= (16ull << 30); b *= 2) {
     float t_alone[7][3], t_tuned[7][3], t_truth[7][3];
     nccl_cost_table(alone, s.comm, coll, b, 1, t_alone);
@@ -247,12 +247,19 @@ int cmd_show(int argc, char** argv) {
     const double e0 = a0 >= 0 ? t_truth[a0][p0] : -1, e1 = a1 >= 0 ? t_truth[a1][p1] : -1;
     char ch[16] = "-";
     if (nch > 0) snprintf(ch, sizeof ch, "%d", nch);
-    printf("%10s  %-16s %10.1f   %-16s %4s %10.1f  %6.2fx\n", human(b).c_str(),
-           pair_str(a0, p0).c_str(), e0, pair_str(a1, p1).c_str(), ch, e1,
+    // v6: the chunk the tuner asks for, against NCCL's Simple default (4 MiB buffer / 8 steps).
+    std::string chunk = "-";
+    size_t ck = 512 << 10;
+    if (p1 == NCCL_PROTO_SIMPLE &&
+        lib.chunk_size(ctx, coll, b, a1, p1, &ck, nch > 0 ? nch : s.comm.n_channels))
+      chunk = ck == (512u << 10) ? "=" : format_size(ck);
+    printf("%10s  %-16s %10.1f   %-16s %4s %6s %10.1f  %6.2fx\n", human(b).c_str(),
+           pair_str(a0, p0).c_str(), e0, pair_str(a1, p1).c_str(), ch, chunk.c_str(), e1,
            e1 > 0 && e0 > 0 ? e0 / e1 : 1.0);
   }
   printf("\nest. us: NCCL's cost formula with the network constants corrected (docs/tuning.md#model)"
-         "; gain: NCCL alone's estimate over the tuner's.\n");
+         "; gain: NCCL alone's estimate over the tuner's.\nch: channels the tuner sets (-: "
+         "NCCL's); chunk (v6, Simple): what getChunkSize returns for NCCL's 512K (=: unchanged).\n");
   lib.finalize(ctx);
   return 0;
 }

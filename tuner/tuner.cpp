@@ -159,6 +159,14 @@ Tuner* Tuner::create(const InitArgs& a) {
     nccl_build_model(*c, t->shape_, &t->model_);
     build_decisions(t->model_, t->shape_, &t->decisions_);
     t->use_model_ = !t->user_algo_proto_;
+    if (t->facts_.net_known && t->facts_.n_nodes > 1 && t->facts_.net_latency_us > 0) {
+      // Bytes a channel moves over the network in one step's latency, as a power of two in
+      // [16 KiB, 1 MiB] (p5.48xlarge: 20 us x 1.56 GB/s = 31 KB -> 32 KiB).
+      const double bytes = t->facts_.net_latency_us * 1e-6 * t->shape_.inter_bw_gbs * 1e9;
+      uint64_t f = 16 << 10;
+      while (f < bytes && f < (1u << 20)) f <<= 1;
+      t->chunk_floor_ = f;
+    }
   }
 
   for (const Rule& r : rules) {
@@ -323,7 +331,8 @@ void Tuner::pick_v2(int coll, size_t n_bytes, int collnet_support, int nvls_supp
       }
 }
 
-void Tuner::get_chunk_size(int coll, size_t n_bytes, int algo, int proto, size_t* chunk) const {
+void Tuner::get_chunk_size(int coll, size_t n_bytes, int algo, int proto, int n_channels,
+                           size_t* chunk) const {
   if (mode_ == Mode::kOff || chunk == nullptr || coll < 0 || coll >= kNumColls) return;
   for (const ActiveRule& r : rules_[coll]) {
     if (n_bytes < r.size_lo || n_bytes >= r.size_hi) continue;
@@ -333,6 +342,17 @@ void Tuner::get_chunk_size(int coll, size_t n_bytes, int algo, int proto, size_t
     if (r.chunk != 0) *chunk = static_cast<size_t>(r.chunk);
     return;
   }
+  // The model: a rank's share of one step on one channel, cut in at least 4 chunks so the network
+  // and the GPU overlap, but no chunk smaller than what one network step's latency is worth.
+  if (chunk_floor_ == 0 || proto != NCCL_PROTO_SIMPLE ||
+      (algo != NCCL_ALGO_RING && algo != NCCL_ALGO_TREE))
+    return;
+  const uint64_t nch = static_cast<uint64_t>(n_channels > 0 ? n_channels : shape_.n_channels);
+  const uint64_t share = static_cast<uint64_t>(n_bytes) /
+                         (nch * static_cast<uint64_t>(std::max(1, facts_.n_ranks)) * 4);
+  uint64_t want = share < 2 ? 1 : 1ull << (63 - __builtin_clzll(share));
+  if (want < chunk_floor_) want = chunk_floor_;
+  if (want < *chunk) *chunk = static_cast<size_t>(want);
 }
 
 std::vector<std::string> Tuner::summary_lines() const {

@@ -50,8 +50,12 @@ class Tuner {
   // v2: the same decision without a table; -1 when the tuner has no opinion.
   void pick_v2(int coll, size_t n_bytes, int collnet_support, int nvls_support, int* algo,
                int* proto, int* n_channels) const;
-  // v6: a rule's chunk size for the pair NCCL settled on; *chunk untouched otherwise.
-  void get_chunk_size(int coll, size_t n_bytes, int algo, int proto, size_t* chunk) const;
+  // v6: the chunk size for the pair NCCL settled on: a matching rule's; else, from the model,
+  // NCCL's Simple chunk lowered for Ring and Tree across nodes so each step pipelines (never
+  // below chunk_floor(), never above NCCL's); else *chunk untouched.
+  void get_chunk_size(int coll, size_t n_bytes, int algo, int proto, int n_channels,
+                      size_t* chunk) const;
+  uint64_t chunk_floor() const { return chunk_floor_; }
 
   Mode mode() const { return mode_; }
   const Facts& facts() const { return facts_; }
@@ -76,6 +80,7 @@ class Tuner {
   Mode mode_ = Mode::kOff;
   bool use_model_ = false;
   bool user_algo_proto_ = false;  // NCCL_ALGO or NCCL_PROTO set: those are NCCL's
+  uint64_t chunk_floor_ = 0;      // bytes one network step's latency is worth; 0: no model chunks
   Facts facts_;
   CommShape shape_;
   NcclModel model_{};

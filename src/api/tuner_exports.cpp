@@ -89,10 +89,10 @@ ncclResult_t get_coll_info_v2(void* ctx, ncclFunc_t coll, size_t n_bytes, int co
 }
 
 ncclResult_t get_chunk_size_v6(void* ctx, ncclFunc_t coll, size_t n_bytes, int algo, int proto,
-                               int /*n_channels*/, size_t* chunk) {
+                               int n_channels, size_t* chunk) {
   if (ctx != nullptr)
     static_cast<const Tuner*>(ctx)->get_chunk_size(static_cast<int>(coll), n_bytes, algo, proto,
-                                                   chunk);
+                                                   n_channels, chunk);
   return ncclSuccess;
 }
 

@@ -493,3 +493,26 @@ TEST_CASE("calibrate: inputs that cannot be compared are refused", "[calibrate]"
     CHECK(error.find("ring-ll.log: size 8 measured twice") != std::string::npos);
   }
 }
+
+TEST_CASE("calibrate: the shipped g5 log against a second pair derived from it", "[calibrate]") {
+  // The real log, labelled ring/simple, and the same measurements as another pair that is 10 %
+  // faster up to 64 KiB and 20 % slower above: the rules must switch at 128 KiB, on the logs'
+  // shape (2 nodes, 2 ranks, 1 per node).
+  NcclTestsLog a = load(data("g5.8xlarge-2nodes-efa-nogdr-all_reduce.log"));
+  a.algo = kRing;
+  a.proto = kSimple;
+  NcclTestsLog b = a;
+  b.path = "derived";
+  b.algo = kTree;
+  b.proto = kLL;
+  for (NcclTestsRow& r : b.rows) r.time_us *= r.bytes <= 65536 ? 0.9 : 1.2;
+  std::vector<tuner::Rule> rules;
+  std::string error;
+  REQUIRE(calibrate({a, b}, CalibrateOptions(), &rules, &error) == Status::kOk);
+  check_rules(rules, {{0, 131072, kTree, kLL}, {131072, tuner::kNoLimit, kRing, kSimple}});
+  for (const tuner::Rule& r : rules) {
+    CHECK(r.nodes.lo == 2);
+    CHECK(r.ranks.lo == 2);
+    CHECK(r.rpn.lo == 1);
+  }
+}

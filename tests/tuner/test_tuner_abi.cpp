@@ -443,3 +443,44 @@ TEST_CASE("NCCL_FABRIC_TUNER_DUMP writes the decision table as CSV", "[tuner][ab
   unlink(path.c_str());
   rmdir(dir);
 }
+
+TEST_CASE("v6 getChunkSize: the model pipelines Simple across nodes, within NCCL's chunk",
+          "[tuner][abi]") {
+  Env env;
+  env.set("NCCL_FABRIC_PLATFORM", "p5.48xlarge");
+  TunerLib lib;
+  std::string err;
+  REQUIRE(lib.load(TunerLib::path(false), 6, &err));
+  ncclTunerConstants_v5_t c;
+  nccl_default_constants(&c);
+  void* ctx = nullptr;
+  REQUIRE(lib.init(&ctx, 128, 16, 8, &c) == ncclSuccess);
+  const size_t kDefault = 512 << 10;
+  auto chunk = [&](size_t bytes, int algo, int proto, int nch) {
+    size_t ck = kDefault;
+    REQUIRE(lib.chunk_size(ctx, 4, bytes, algo, proto, &ck, nch));
+    return ck;
+  };
+  // 8 MiB over 32 channels and 128 ranks is 2 KiB a rank and channel per step: far below one
+  // network step's worth on p5 (20 us x 1.56 GB/s, 32 KiB), so the floor.
+  CHECK(chunk(8 << 20, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE, 32) == 32 * 1024);
+  // 1 GiB: 256 KiB a step, a quarter is 64 KiB.
+  CHECK(chunk(1ull << 30, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE, 32) == 64 * 1024);
+  CHECK(chunk(1ull << 30, NCCL_ALGO_TREE, NCCL_PROTO_SIMPLE, 32) == 64 * 1024);
+  // 16 GiB: a quarter step is 1 MiB, more than NCCL's: never raised.
+  CHECK(chunk(16ull << 30, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE, 32) == kDefault);
+  // Not Simple, or not Ring/Tree: NCCL's.
+  CHECK(chunk(8 << 20, NCCL_ALGO_RING, NCCL_PROTO_LL128, 32) == kDefault);
+  CHECK(chunk(8 << 20, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE, 32) == kDefault);
+  lib.finalize(ctx);
+  // One node: the network is not in the way.
+  REQUIRE(lib.init(&ctx, 8, 1, 8, &c) == ncclSuccess);
+  CHECK(chunk(8 << 20, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE, 32) == kDefault);
+  lib.finalize(ctx);
+  // Rules only: the model does not decide.
+  Env rules;
+  rules.set("NCCL_FABRIC_TUNER", "rules");
+  REQUIRE(lib.init(&ctx, 128, 16, 8, &c) == ncclSuccess);
+  CHECK(chunk(8 << 20, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE, 32) == kDefault);
+  lib.finalize(ctx);
+}

@@ -95,11 +95,12 @@ struct TunerLib {
   }
 
   // v6 only; false elsewhere.
-  bool chunk_size(void* ctx, int coll, size_t bytes, int algo, int proto, size_t* chunk) const {
+  bool chunk_size(void* ctx, int coll, size_t bytes, int algo, int proto, size_t* chunk,
+                  int n_channels = 8) const {
     if (version != 6) return false;
     const auto* t = static_cast<const ncclTuner_v6_t*>(sym);
     return t->getChunkSize != nullptr &&
-           t->getChunkSize(ctx, static_cast<ncclFunc_t>(coll), bytes, algo, proto, 8, chunk) ==
+           t->getChunkSize(ctx, static_cast<ncclFunc_t>(coll), bytes, algo, proto, n_channels, chunk) ==
                ncclSuccess;
   }
 
