@@ -160,10 +160,12 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       // copied out of a bounce buffer by the CPU, so every message is written by the NIC.
       l.eager_max = l.proto == kProtoRdma && !l.ep->domain().gdr()
                         ? static_cast<uint32_t>(params.get_int(ParamId::kEagerMax)) : 0;
+      // Our rail addresses, in our address length: the peer's may differ (shm names carry the
+      // process id, so two processes' addresses differ in length when their pids do).
       uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
-      NF_CHECK(rail_addresses(l, cm.addr_len, rails));
+      NF_CHECK(rail_addresses(l, l.handle.addr_len, rails));
       encode_ack(cm, AckStatus::kOk, &l.ctrl->ack);
-      encode_proto(l.proto, static_cast<uint8_t>(nrails), l.eager_max, cm.addr_len, rails,
+      encode_proto(l.proto, static_cast<uint8_t>(nrails), l.eager_max, l.handle.addr_len, rails,
                    &l.ctrl->ack.proto);
       NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(l.peer_id, kCtrlAck),
                          &l.ctrl_send));
@@ -244,11 +246,8 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
   size_t len = 0;
   NF_CHECK(our_address(*c, addr, &len));
   c->peer_name = c->ep->address_text(h.addr, h.addr_len);
-  if (len != h.addr_len) {
-    NF_WARN("connect to %s: the peer's address is %u bytes, ours %zu: different providers or "
-            "address formats", c->peer_name.c_str(), h.addr_len, len);
-    return Status::kInvalidUsage;
-  }
+  // Addresses of one provider may differ in length between processes (shm: the pid is in the
+  // name); a different provider is caught by the hash above.
   {
     std::lock_guard<std::mutex> lock(c->sep->mu);
     NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
