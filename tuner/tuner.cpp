@@ -158,7 +158,9 @@ Tuner* Tuner::create(const InitArgs& a) {
               t->facts_.node_net_gbps, t->facts_.net_latency_us);
     nccl_build_model(*c, t->shape_, &t->model_);
     build_decisions(t->model_, t->shape_, &t->decisions_);
-    t->use_model_ = !t->user_algo_proto_;
+    // The model decides only where it knows something NCCL does not: the network between nodes.
+    // On one node, or on an unknown network, NCCL's own graph-based figures are the better ones.
+    t->use_model_ = !t->user_algo_proto_ && t->facts_.net_known && t->facts_.n_nodes > 1;
     if (t->facts_.net_known && t->facts_.n_nodes > 1 && t->facts_.net_latency_us > 0) {
       // Bytes a channel moves over the network in one step's latency, as a power of two in
       // [16 KiB, 1 MiB] (p5.48xlarge: 20 us x 1.56 GB/s = 31 KB -> 32 KiB).
@@ -358,9 +360,12 @@ void Tuner::get_chunk_size(int coll, size_t n_bytes, int algo, int proto, int n_
 std::vector<std::string> Tuner::summary_lines() const {
   std::vector<std::string> out;
   if (!use_model_) {
-    out.push_back(std::string("no model choices (") +
-                  (user_algo_proto_ ? "NCCL_ALGO/NCCL_PROTO set" : "mode ") +
-                  (user_algo_proto_ ? "" : mode_name(mode_)) + ")");
+    std::string why = user_algo_proto_ ? "NCCL_ALGO/NCCL_PROTO set"
+                      : mode_ == Mode::kRules || mode_ == Mode::kOff
+                          ? std::string("mode ") + mode_name(mode_)
+                      : facts_.n_nodes < 2 ? "one node: nothing to correct"
+                                           : "network unknown: nothing to correct";
+    out.push_back("no model choices (" + why + "); NCCL decides where no rule does");
     return out;
   }
   for (int coll = 0; coll < kNumColls; ++coll) {

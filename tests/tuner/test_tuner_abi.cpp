@@ -484,3 +484,33 @@ TEST_CASE("v6 getChunkSize: the model pipelines Simple across nodes, within NCCL
   CHECK(chunk(8 << 20, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE, 32) == kDefault);
   lib.finalize(ctx);
 }
+
+TEST_CASE("no model choices where there is nothing to correct: one node, unknown network",
+          "[tuner][abi]") {
+  struct Case {
+    const char* platform;
+    int nodes;
+  } cases[] = {{"p5.48xlarge", 1}, {"none", 16}};
+  for (const Case& k : cases) {
+    INFO(k.platform << " x " << k.nodes);
+    Env env;
+    env.set("NCCL_FABRIC_PLATFORM", k.platform);
+    TunerLib lib;
+    std::string err;
+    REQUIRE(lib.load(TunerLib::path(false), 5, &err));
+    ncclTunerConstants_v5_t c, c0;
+    nccl_default_constants(&c);
+    c0 = c;
+    void* ctx = nullptr;
+    REQUIRE(lib.init(&ctx, static_cast<size_t>(k.nodes) * 8, k.nodes, 8, &c) == ncclSuccess);
+    CHECK(std::memcmp(&c, &c0, sizeof c) == 0);
+    for (int coll = 0; coll < 5; ++coll)
+      for (size_t b : sizes_1b_to_16g()) {
+        float t[7][3];
+        nccl_table({k.nodes, 8}, coll, b, t);
+        int nch = 0;
+        CHECK(checked_call(lib, ctx, coll, b, t, &nch) == -1);
+      }
+    lib.finalize(ctx);
+  }
+}
