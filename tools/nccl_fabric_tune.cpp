@@ -102,11 +102,6 @@ std::string human(uint64_t b) {
   return buf;
 }
 
-std::string pair_str(int a, int p) {
-  if (a < 0) return "-";
-  return std::string(algo_name(a)) + "/" + proto_name(p);
-}
-
 // The platform row by name, as NCCL_FABRIC_PLATFORM would pick it.
 const Platform* find_platform(const std::string& name, std::string* error) {
   Params p;
@@ -254,7 +249,7 @@ int cmd_show(int argc, char** argv) {
         lib.chunk_size(ctx, coll, b, a1, p1, &ck, nch > 0 ? nch : s.comm.n_channels))
       chunk = ck == (512u << 10) ? "=" : format_size(ck);
     printf("%10s  %-16s %10.1f   %-16s %4s %6s %10.1f  %6.2fx\n", human(b).c_str(),
-           pair_str(a0, p0).c_str(), e0, pair_str(a1, p1).c_str(), ch, chunk.c_str(), e1,
+           pair_name(a0, p0).c_str(), e0, pair_name(a1, p1).c_str(), ch, chunk.c_str(), e1,
            e1 > 0 && e0 > 0 ? e0 / e1 : 1.0);
   }
   printf("\nest. us: NCCL's cost formula with the network constants corrected (docs/tuning.md#model)"
@@ -338,7 +333,7 @@ int cmd_calibrate(int argc, char** argv) {
   }
   std::string header = "Written by nccl-fabric-tune calibrate from:";
   for (size_t i = 0; i < logs.size(); ++i)
-    header += "\n  " + paths[i] + " (" + pair_str(logs[i].algo, logs[i].proto) + ", " +
+    header += "\n  " + paths[i] + " (" + pair_name(logs[i].algo, logs[i].proto) + ", " +
               std::to_string(logs[i].rows.size()) + " sizes)";
   header += "\nUse with NCCL_FABRIC_TUNER_RULES=<this file> (docs/tuning.md#rules).";
   const std::string text = format_rules(rules, header);
@@ -405,7 +400,7 @@ int cmd_compare(int argc, char** argv) {
     printf("%s: %s, %d ranks on %d nodes, NCCL %s; model: %s, %s\n", path.c_str(),
            coll_name(log.coll), log.n_ranks, nodes, log.nccl_version.empty() ? "?" : log.nccl_version.c_str(),
            s.row->name.empty() ? "generic platform" : s.row->name.c_str(),
-           log.algo >= 0 ? ("the log's pair " + pair_str(log.algo, log.proto)).c_str()
+           log.algo >= 0 ? ("the log's pair " + pair_name(log.algo, log.proto)).c_str()
                          : "the model's pick per size");
     printf("%10s  %10s %9s   %-16s %10s %9s  %9s\n", "size", "measured", "busbw", "model pair",
            "model us", "busbw", "meas/model");
@@ -421,7 +416,7 @@ int cmd_compare(int argc, char** argv) {
       const double model_bw = bus_bandwidth(log.coll, log.n_ranks, r.bytes, model_us);
       const double ratio = model_us > 0 ? model_us / r.time_us : 0;  // = measured bw / model bw
       printf("%10s  %10.1f %9.2f   %-16s %10.1f %9.2f  %9.2f\n", human(r.bytes).c_str(), r.time_us,
-             r.busbw, pair_str(a, p).c_str(), model_us, model_bw, ratio);
+             r.busbw, pair_name(a, p).c_str(), model_us, model_bw, ratio);
       if (ratio > 0) {
         log_sum += std::log(ratio);
         ++n;

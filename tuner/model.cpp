@@ -41,10 +41,6 @@ const Gpu* find_gpu(const std::string& name) {
 
 uint8_t pair_id(int a, int p) { return static_cast<uint8_t>(a * kNumProtos + p); }
 
-const char* const kAlgoShort[kNumAlgos] = {"tree", "ring", "collnet_direct", "collnet_chain",
-                                           "nvls", "nvls_tree", "pat"};
-const char* const kProtoShort[kNumProtos] = {"ll", "ll128", "simple"};
-
 }  // namespace
 
 double default_net_latency_us(const std::string& provider, bool gdr) {
@@ -119,8 +115,8 @@ std::vector<ConstantChange> correct_constants(const Facts& f, const CommShape& s
       for (int p = 0; p < kNumProtos; ++p) {
         double& v = c->hwLatencies[NCCL_HW_NET][a][p];
         if (v <= 0) continue;  // pairs NCCL never runs over the network keep their zero
-        std::snprintf(what, sizeof what, "hwLatencies[NET][%s][%s]", kAlgoShort[a],
-                      kProtoShort[p]);
+        std::snprintf(what, sizeof what, "hwLatencies[NET][%s][%s]", algo_name(a),
+                      proto_name(p));
         out.push_back({what, v, v + delta});
         v += delta;
       }

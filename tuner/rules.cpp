@@ -128,6 +128,10 @@ const char* algo_name(int algo) { return algo >= 0 && algo < kNumAlgos ? kAlgoNa
 const char* proto_name(int proto) {
   return proto >= 0 && proto < kNumProtos ? kProtoNames[proto] : "*";
 }
+std::string pair_name(int algo, int proto) {
+  if (algo < 0) return "-";
+  return std::string(algo_name(algo)) + "/" + proto_name(proto);
+}
 int coll_from_name(const std::string& s) { return lookup(s, kCollNames, kNumColls); }
 int algo_from_name(const std::string& s) { return lookup(s, kAlgoNames, kNumAlgos); }
 int proto_from_name(const std::string& s) { return lookup(s, kProtoNames, kNumProtos); }

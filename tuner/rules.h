@@ -53,6 +53,8 @@ struct Rule {
 const char* coll_name(int coll);    // "allreduce", ... "*" for kAny
 const char* algo_name(int algo);    // "tree", ... "*"
 const char* proto_name(int proto);  // "ll", "ll128", "simple", "*"
+// "ring/ll128"; "-" when algo < 0 (no pair).
+std::string pair_name(int algo, int proto);
 int coll_from_name(const std::string& s);   // -2 when unknown; NCCL spellings also accepted
 int algo_from_name(const std::string& s);   // -2 when unknown (case-insensitive)
 int proto_from_name(const std::string& s);  // -2 when unknown (case-insensitive)

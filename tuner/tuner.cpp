@@ -59,8 +59,6 @@ std::string expand_path(const std::string& pattern) {
   return out;
 }
 
-std::string pair_text(int a, int p) { return std::string(algo_name(a)) + "/" + proto_name(p); }
-
 // The network as the net side of this library found it; else the platform row's.
 void gather_facts(const InitArgs& a, const Params& params, Facts* f) {
   f->n_ranks = static_cast<int>(std::min<size_t>(a.n_ranks, INT32_MAX));
@@ -176,7 +174,7 @@ Tuner* Tuner::create(const InitArgs& a) {
         !r.rpn.contains(t->facts_.ranks_per_node))
       continue;
     const ActiveRule ar{r.size_lo, r.size_hi, static_cast<int8_t>(r.algo),
-                        static_cast<int8_t>(r.proto), r.channels, r.chunk, r.line,
+                        static_cast<int8_t>(r.proto), r.channels, r.chunk,
                         static_cast<int>(t->rule_lines_.size())};
     t->rule_lines_.push_back(r.line);
     for (int coll = 0; coll < kNumColls; ++coll)
@@ -300,7 +298,7 @@ std::vector<std::string> Tuner::usage_lines() const {
   for (int k = 0; k < kNumAlgos * kNumProtos; ++k) {
     const uint64_t n = model_hits_[k].load(std::memory_order_relaxed);
     total += n;
-    if (n > 0) model += " " + pair_text(k / kNumProtos, k % kNumProtos) + " x" + std::to_string(n);
+    if (n > 0) model += " " + pair_name(k / kNumProtos, k % kNumProtos) + " x" + std::to_string(n);
   }
   out.push_back(std::to_string(total) + " collective calls decided: rules" +
                 (rules.empty() ? std::string(" none") : rules) + "; model" +
@@ -380,7 +378,7 @@ std::vector<std::string> Tuner::summary_lines() const {
       size_t j = i + 1;
       while (j < bands.size() && (bands[j].n > 0 ? bands[j].pair[0] : -1) == pick) ++j;
       line += (j < bands.size() ? format_size(bands[j].lo) : std::string("*")) + ") ";
-      line += pick < 0 ? std::string("NCCL") : pair_text(pick / kNumProtos, pick % kNumProtos);
+      line += pick < 0 ? std::string("NCCL") : pair_name(pick / kNumProtos, pick % kNumProtos);
     }
     size_t n_rules = rules_[coll].size();
     if (n_rules > 0) line += " (" + std::to_string(n_rules) + " rules first)";

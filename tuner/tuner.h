@@ -33,8 +33,7 @@ struct ActiveRule {
   int8_t algo, proto;
   int channels;
   uint64_t chunk;
-  int line;
-  int index;  // into the rule counters
+  int index;  // into the rule counters and rule_lines_
 };
 
 class Tuner {
@@ -55,23 +54,17 @@ class Tuner {
   // below chunk_floor(), never above NCCL's); else *chunk untouched.
   void get_chunk_size(int coll, size_t n_bytes, int algo, int proto, int n_channels,
                       size_t* chunk) const;
-  uint64_t chunk_floor() const { return chunk_floor_; }
 
-  Mode mode() const { return mode_; }
-  const Facts& facts() const { return facts_; }
-  const Decisions& decisions() const { return decisions_; }
-  const CommShape& shape() const { return shape_; }
-  bool leaves_algo_proto() const { return user_algo_proto_; }
 
-  // The INFO table (one line per collective) and the CSV dump; public for nccl-fabric-tune.
-  std::vector<std::string> summary_lines() const;
-  std::string dump_csv() const;
-  // What decided the calls so far, per rule line and per model pair: logged at finalize.
-  std::vector<std::string> usage_lines() const;
-  ~Tuner();
+  ~Tuner();  // logs usage_lines()
 
  private:
   Tuner() = default;
+  // The INFO table at init (one line per collective) and the NCCL_FABRIC_TUNER_DUMP CSV.
+  std::vector<std::string> summary_lines() const;
+  std::string dump_csv() const;
+  // What decided the calls so far, per rule line and per model pair.
+  std::vector<std::string> usage_lines() const;
   // The first rule for (coll, size) whose pair is available in table (stride num_proto, within
   // num_algo x num_proto); NULL when none. *algo/*proto: the pair it picks, -1 if it picks none.
   const ActiveRule* match_rule(int coll, uint64_t n_bytes, const float* table, int num_algo,

@@ -121,6 +121,29 @@ int checked_call(const TunerLib& lib, void* ctx, int coll, size_t bytes, float (
   return zero;
 }
 
+// Loads v5, inits a communicator of `nodes` x `rpn`, and checks the tuner changes nothing: not
+// NCCL's constants, not a single call's table.
+void expect_hands_off(int nodes, int rpn) {
+  TunerLib lib;
+  std::string err;
+  REQUIRE(lib.load(TunerLib::path(false), 5, &err));
+  ncclTunerConstants_v5_t c, c0;
+  nccl_default_constants(&c);
+  c0 = c;
+  void* ctx = nullptr;
+  REQUIRE(lib.init(&ctx, static_cast<size_t>(nodes) * rpn, nodes, rpn, &c) == ncclSuccess);
+  CHECK(std::memcmp(&c, &c0, sizeof c) == 0);  // NCCL's constants untouched
+  for (int coll = 0; coll < 5; ++coll)
+    for (size_t b : sizes_1b_to_16g()) {
+      float t[7][3];
+      nccl_table({nodes, rpn}, coll, b, t);
+      int nch = 0;
+      CHECK(checked_call(lib, ctx, coll, b, t, &nch) == -1);
+      CHECK(nch == 0);
+    }
+  CHECK(lib.finalize(ctx) == ncclSuccess);
+}
+
 }  // namespace
 
 TEST_CASE("every version from both libraries: only available cells win, nothing outside the "
@@ -332,24 +355,7 @@ TEST_CASE("a bad rules file or mode leaves every choice to NCCL, and init still 
     INFO(k.var << "=" << k.value);
     Env env;
     env.set(k.var, k.value).set("NCCL_FABRIC_PLATFORM", "p5.48xlarge");
-    TunerLib lib;
-    std::string err;
-    REQUIRE(lib.load(TunerLib::path(false), 5, &err));
-    ncclTunerConstants_v5_t c, c0;
-    nccl_default_constants(&c);
-    c0 = c;
-    void* ctx = nullptr;
-    REQUIRE(lib.init(&ctx, 128, 16, 8, &c) == ncclSuccess);
-    CHECK(std::memcmp(&c, &c0, sizeof c) == 0);  // NCCL's constants untouched
-    for (int coll = 0; coll < 5; ++coll)
-      for (size_t b : sizes_1b_to_16g()) {
-        float t[7][3];
-        nccl_table({16, 8}, coll, b, t);
-        int nch = 0;
-        CHECK(checked_call(lib, ctx, coll, b, t, &nch) == -1);
-        CHECK(nch == 0);
-      }
-    lib.finalize(ctx);
+    expect_hands_off(16, 8);
   }
   unlink(bad.c_str());
 }
@@ -495,22 +501,6 @@ TEST_CASE("no model choices where there is nothing to correct: one node, unknown
     INFO(k.platform << " x " << k.nodes);
     Env env;
     env.set("NCCL_FABRIC_PLATFORM", k.platform);
-    TunerLib lib;
-    std::string err;
-    REQUIRE(lib.load(TunerLib::path(false), 5, &err));
-    ncclTunerConstants_v5_t c, c0;
-    nccl_default_constants(&c);
-    c0 = c;
-    void* ctx = nullptr;
-    REQUIRE(lib.init(&ctx, static_cast<size_t>(k.nodes) * 8, k.nodes, 8, &c) == ncclSuccess);
-    CHECK(std::memcmp(&c, &c0, sizeof c) == 0);
-    for (int coll = 0; coll < 5; ++coll)
-      for (size_t b : sizes_1b_to_16g()) {
-        float t[7][3];
-        nccl_table({k.nodes, 8}, coll, b, t);
-        int nch = 0;
-        CHECK(checked_call(lib, ctx, coll, b, t, &nch) == -1);
-      }
-    lib.finalize(ctx);
+    expect_hands_off(k.nodes, 8);
   }
 }

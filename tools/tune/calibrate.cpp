@@ -21,32 +21,7 @@ namespace nf {
 namespace tune {
 namespace {
 
-// Private spellings, matching the rules file's, so this file needs nothing from rules.cpp.
-const char* algo_str(int algo) {
-  static const char* kNames[] = {"tree", "ring", "collnet_direct", "collnet_chain",
-                                 "nvls", "nvls_tree", "pat"};
-  return algo >= 0 && algo < tuner::kNumAlgos ? kNames[algo] : "?";
-}
-
-const char* proto_str(int proto) {
-  static const char* kNames[] = {"ll", "ll128", "simple"};
-  return proto >= 0 && proto < tuner::kNumProtos ? kNames[proto] : "?";
-}
-
-const char* coll_str(int coll) {
-  static const char* kNames[] = {"broadcast", "reduce", "allgather", "reducescatter",
-                                 "allreduce"};
-  return coll >= 0 && coll < tuner::kNumColls ? kNames[coll] : "unknown";
-}
-
-std::string size_str(uint64_t bytes) {
-  static const struct { uint64_t unit; const char* suffix; } kUnits[] = {
-      {1ull << 30, "G"}, {1ull << 20, "M"}, {1ull << 10, "K"}};
-  for (const auto& u : kUnits) {
-    if (bytes != 0 && bytes % u.unit == 0) return std::to_string(bytes / u.unit) + u.suffix;
-  }
-  return std::to_string(bytes);
-}
+const char* coll_label(int coll) { return coll < 0 ? "unknown" : tuner::coll_name(coll); }
 
 std::string us_str(double us) {
   char buf[64];
@@ -57,11 +32,11 @@ std::string us_str(double us) {
 // "1M", "1M,2M,4M", or "1M..64M (7 sizes)" so a comment stays one short line.
 std::string size_list(const std::vector<uint64_t>& sizes) {
   if (sizes.size() > 3) {
-    return size_str(sizes.front()) + ".." + size_str(sizes.back()) + " (" +
+    return tuner::format_size(sizes.front()) + ".." + tuner::format_size(sizes.back()) + " (" +
            std::to_string(sizes.size()) + " sizes)";
   }
   std::string out;
-  for (uint64_t s : sizes) out += (out.empty() ? "" : ",") + size_str(s);
+  for (uint64_t s : sizes) out += (out.empty() ? "" : ",") + tuner::format_size(s);
   return out;
 }
 
@@ -100,8 +75,8 @@ Status check_logs(const std::vector<NcclTestsLog>& logs, const CalibrateOptions&
       return fail(error, l.path + ": collective not known (neither the log nor the file name "
                                   "names the nccl-tests program)");
     if (l.coll != first.coll) {
-      return fail(error, l.path + ": " + coll_str(l.coll) + ", but " + first.path + " is " +
-                             coll_str(first.coll));
+      return fail(error, l.path + ": " + coll_label(l.coll) + ", but " + first.path + " is " +
+                             coll_label(first.coll));
     }
     if (l.n_nodes != first.n_nodes || l.n_ranks != first.n_ranks ||
         l.ranks_per_node != first.ranks_per_node) {
@@ -114,7 +89,7 @@ Status check_logs(const std::vector<NcclTestsLog>& logs, const CalibrateOptions&
     }
     for (size_t j = 0; j < i; ++j) {
       if (logs[j].algo == l.algo && logs[j].proto == l.proto) {
-        return fail(error, l.path + ": " + algo_str(l.algo) + "/" + proto_str(l.proto) +
+        return fail(error, l.path + ": " + tuner::pair_name(l.algo, l.proto) +
                                " again (also " + logs[j].path + "); one log per pair");
       }
     }
@@ -125,7 +100,7 @@ Status check_logs(const std::vector<NcclTestsLog>& logs, const CalibrateOptions&
 Status make_series(const NcclTestsLog& l, const CalibrateOptions& opt, Series* s,
                    std::string* error) {
   s->log = &l;
-  s->name = std::string(algo_str(l.algo)) + "/" + proto_str(l.proto);
+  s->name = tuner::pair_name(l.algo, l.proto);
   std::set<uint64_t> seen;
   bool any_in_place = false;
   for (const NcclTestsRow& r : l.rows) {
@@ -171,16 +146,16 @@ std::string describe(const std::vector<Series>& series, const Run& run, uint64_t
   const Series& w = series[run.winner];
   const uint64_t mid = run.sizes[run.sizes.size() / 2];
   const double t = w.time.at(mid);
-  std::string c = "measured " + size_str(run.sizes.front());
-  if (run.sizes.size() > 1) c += "-" + size_str(run.sizes.back());
+  std::string c = "measured " + tuner::format_size(run.sizes.front());
+  if (run.sizes.size() > 1) c += "-" + tuner::format_size(run.sizes.back());
   c += ": " + w.name + " " + us_str(t);
   const int other = fastest(series, mid, run.winner);
   if (other < 0) {
-    c += " at " + size_str(mid) + ", the only pair measured there";
+    c += " at " + tuner::format_size(mid) + ", the only pair measured there";
   } else {
     const double to = series[other].time.at(mid);
     c += std::string(to < t ? " vs " : " vs next best ") + series[other].name + " " +
-         us_str(to) + " at " + size_str(mid);
+         us_str(to) + " at " + tuner::format_size(mid);
     if (to < t) {
       char pct[32];
       std::snprintf(pct, sizeof(pct), "%g%%", tolerance * 100);

@@ -133,24 +133,13 @@ int coll_from_text(const std::string& text) {
 // per-collective syntax ("allreduce:tree") and exclusions ("^LL128") are -1: the log then does
 // not say which one pair ran.
 int algo_from_env(const std::string& value) {
-  std::string v;
-  for (char c : lower(value)) {
-    if (c != '_') v += c;
-  }
-  static const char* kAlgos[] = {"tree",         "ring", "collnetdirect", "collnetchain",
-                                 "nvls",         "nvlstree", "pat"};
-  for (int i = 0; i < 7; ++i) {
-    if (v == kAlgos[i]) return i;
-  }
-  return -1;
+  const int a = tuner::algo_from_name(value);
+  return a < 0 ? -1 : a;  // unknown (-2) and "*" alike
 }
 
 int proto_from_env(const std::string& value) {
-  const std::string v = lower(value);
-  if (v == "ll") return 0;
-  if (v == "ll128") return 1;
-  if (v == "simple") return 2;
-  return -1;
+  const int p = tuner::proto_from_name(value);
+  return p < 0 ? -1 : p;
 }
 
 // "... NCCL_ALGO set by environment to Ring": every rank prints it; ranks that disagree (a
