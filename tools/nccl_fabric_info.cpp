@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "client/plugin_loader.h"
+#include "core/plugin.h"
 #include "fabric/fabric.h"
 #include "info/checks.h"
 #include "mem/cuda.h"
+#include "platform/platform.h"
 #include "topo/topo.h"
 #include "util/params.h"
 
@@ -194,6 +196,12 @@ void collect_nics(const nf::Params& p, bool cuda, Report* r) {
   r->providers_tried = report;
   if (!nf::ok(s)) return;
   r->provider = nics.front().provider;
+  // The speeds the plugin will report, with their sources (a bad NCCL_FABRIC_PLATFORM is
+  // reported by the platform section; the generic row stands in here).
+  nf::PlatformChoice choice;
+  const nf::Platform* row = &nf::generic_platform();
+  if (nf::ok(nf::choose_platform(p, &choice)) && choice.row != nullptr) row = choice.row;
+  nf::settle_nic_speeds(p, *row, &nics);
   std::unique_ptr<nf::Topology> topo;
   std::string terr;
   if (!nf::ok(nf::Topology::load(&topo, &terr))) topo.reset();
@@ -206,6 +214,7 @@ void collect_nics(const nf::Params& p, bool cuda, Report* r) {
     ni.domain = n.domain;
     ni.pci_path = n.pci_path;
     ni.speed_mbps = n.speed_mbps;
+    ni.speed_source = n.speed_source;
     ni.rma = n.rma;
     ni.hmem = n.hmem;
     if (!n.pci_path.empty()) {

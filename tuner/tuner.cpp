@@ -77,7 +77,8 @@ void gather_facts(const InitArgs& a, const Params& params, Facts* f) {
     f->net_source = "the plugin's devices";
     f->provider = ns.provider;
     f->node_nics = ns.devices * std::max(1, ns.rails);
-    // A device of unknown speed (loopback, some TCP NICs) counts as 100 Gb/s.
+    // The speed NCCL plans with: a link of unknown speed has the provider's default by now
+    // (settle_nic_speeds: TCP 10 Gb/s, EFA 100), so the 100 Gb/s here is only a guard.
     f->node_net_gbps = ns.devices * (ns.speed_mbps > 0 ? ns.speed_mbps / 1000.0 : 100.0);
     f->gdr = ns.gdr;
     f->net_latency_us = default_net_latency_us(ns.provider, ns.gdr);

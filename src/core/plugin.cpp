@@ -1,5 +1,6 @@
 #include "core/plugin.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 
@@ -41,6 +42,17 @@ Devices& devices() {
   return *d;
 }
 
+// A device's speed: its NICs' speeds added up (a NIC with several endpoints counts once).
+int group_speed_mbps(const Devices& d, const std::vector<size_t>& g) {
+  int64_t speed = 0;
+  for (size_t k = 0; k < g.size(); ++k) {
+    bool seen = false;
+    for (size_t j = 0; j < k; ++j) seen = seen || g[j] == g[k];
+    if (!seen) speed += d.nics[g[k]].speed_mbps;
+  }
+  return static_cast<int>(speed < INT32_MAX ? speed : INT32_MAX);
+}
+
 Status discover_locked(Devices& d, const Params& p) {
   if (d.found) return Status::kOk;
   NF_CHECK(choose_platform(p, &d.platform));
@@ -58,6 +70,7 @@ Status discover_locked(Devices& d, const Params& p) {
     return Status::kSystemError;
   }
   d.provider = d.nics.front().provider;
+  settle_nic_speeds(p, *d.platform.row, &d.nics);
   d.domains.assign(d.nics.size(), nullptr);
   // NICs become devices by the PCI topology (topo/): the NICs behind the same PCIe switch as the
   // same GPUs are the rails of one device, unless NCCL_FABRIC_NIC_GROUPING/RAILS say otherwise.
@@ -97,15 +110,17 @@ Status discover_locked(Devices& d, const Params& p) {
           report.c_str());
   for (size_t i = 0; i < d.nics.size(); ++i) {
     const Nic& n = d.nics[i];
-    NF_INFO(kSubsysInit | kSubsysNet, "NIC %zu: %s pci=%s speed=%d Mb/s mr_mode=0x%llx inject=%zu "
-            "rma=%s", i, n.domain.c_str(), n.pci_path.empty() ? "none" : n.pci_path.c_str(),
-            n.speed_mbps, static_cast<unsigned long long>(n.info->domain_attr->mr_mode),
+    NF_INFO(kSubsysInit | kSubsysNet, "NIC %zu: %s pci=%s speed=%d Mb/s (%s) mr_mode=0x%llx "
+            "inject=%zu rma=%s", i, n.domain.c_str(),
+            n.pci_path.empty() ? "none" : n.pci_path.c_str(), n.speed_mbps,
+            n.speed_source.c_str(), static_cast<unsigned long long>(n.info->domain_attr->mr_mode),
             n.info->tx_attr->inject_size,
             n.rma ? "yes" : "no (no FI_RMA or remote CQ data under 4 bytes)");
   }
   for (size_t i = 0; i < d.groups.size(); ++i)
-    NF_INFO(kSubsysInit | kSubsysNet, "device %zu: %s, %zu rail(s), nearest GPUs: %s", i,
-            d.names[i].c_str(), d.groups[i].size(), d.near_gpus[i].c_str());
+    NF_INFO(kSubsysInit | kSubsysNet, "device %zu: %s, %zu rail(s), speed=%d Mb/s, nearest "
+            "GPUs: %s", i, d.names[i].c_str(), d.groups[i].size(),
+            group_speed_mbps(d, d.groups[i]), d.near_gpus[i].c_str());
   NF_CHECK(Domain::open(d.nics[0], &d.domains[0]));
   d.domains[0]->mr_cache().set_limit(static_cast<size_t>(p.get_int(ParamId::kMrCacheEntries)));
   d.gdr = probe_gdr(d.nics[0], *d.domains[0], p);
@@ -135,6 +150,29 @@ Status discover_locked(Devices& d, const Params& p) {
 }
 
 }  // namespace
+
+void settle_nic_speeds(const Params& p, const Platform& row, std::vector<Nic>* nics) {
+  const int64_t forced = p.get_int(ParamId::kSpeed);
+  for (Nic& n : *nics) {
+    if (forced > 0) {
+      // Say what it replaces: a user who overrides a measured figure should see both.
+      n.speed_source = n.speed_mbps > 0 ? "NCCL_FABRIC_SPEED, in place of " +
+                                              std::to_string(n.speed_mbps) + " Mb/s (" +
+                                              n.speed_source + ")"
+                                        : std::string("NCCL_FABRIC_SPEED");
+      n.speed_mbps = static_cast<int>(forced);
+    } else if (n.speed_mbps > 0) {
+      // Measured: discover_nics named the source.
+    } else if (provider_is_efa(n.provider) && row.efa_gbps > 0) {
+      n.speed_mbps = std::min(row.efa_gbps, kMaxSpeedMbps / 1000) * 1000;
+      n.speed_source = "platform row " + row.name + "; the provider reports no link speed";
+    } else {
+      n.speed_mbps = default_speed_mbps(n.provider);
+      n.speed_source = "default for provider '" + n.provider +
+                       "', which reports no link speed; NCCL_FABRIC_SPEED sets it";
+    }
+  }
+}
 
 Status ctx_create(PluginCtx** out) {
   *out = nullptr;
@@ -209,11 +247,7 @@ NetSummary net_summary() {
   s.devices = static_cast<int>(d.groups.size());
   const std::vector<size_t>& g = d.groups[0];
   s.rails = static_cast<int>(g.size());
-  for (size_t k = 0; k < g.size(); ++k) {
-    bool seen = false;
-    for (size_t j = 0; j < k; ++j) seen = seen || g[j] == g[k];
-    if (!seen) s.speed_mbps += d.nics[g[k]].speed_mbps;
-  }
+  s.speed_mbps = group_speed_mbps(d, g);
   s.gdr = d.gdr.cuda;
   if (d.platform.row != nullptr) s.platform = d.platform.row->name;
   return s;
@@ -235,14 +269,7 @@ Status device_props(int dev, DeviceProps* out) {
   out->ptr_support = kPtrHost | (d.gdr.cuda ? kPtrCuda : 0) | (d.gdr.dmabuf ? kPtrDmabuf : 0);
   out->reg_is_global = 0;
   out->force_flush = 0;
-  // The NICs' speeds add up (a NIC with several endpoints counts once).
-  int speed = 0;
-  for (size_t k = 0; k < g.size(); ++k) {
-    bool seen = false;
-    for (size_t j = 0; j < k; ++j) seen = seen || g[j] == g[k];
-    if (!seen) speed += d.nics[g[k]].speed_mbps;
-  }
-  out->speed_mbps = speed;
+  out->speed_mbps = group_speed_mbps(d, g);  // never 0: settle_nic_speeds
   out->port = 1;
   out->latency_us = 0.0f;  // unknown: NCCL's default
   // Comms share one endpoint per context and device, so the provider's endpoint count is no bound.

@@ -58,6 +58,12 @@ PluginCtx* default_ctx_if_any();
 int device_count();
 Status device_props(int dev, DeviceProps* out);
 
+struct Platform;
+// Gives every NIC a speed NCCL can plan with, and says where it came from: NCCL_FABRIC_SPEED when
+// set; else what discovery found (the provider's link attribute, sysfs); else, on EFA, the
+// platform row's efa_gbps; else default_speed_mbps(provider). Never leaves a speed at 0.
+void settle_nic_speeds(const Params& p, const Platform& row, std::vector<Nic>* nics);
+
 // What the tuner may know of the network this process uses: set once the net side of this
 // library found its devices (found = false before, or in a library that only tunes).
 struct NetSummary {

@@ -78,16 +78,26 @@ std::string find_pci_path(const fi_info* info) {
   return "";
 }
 
-int find_speed_mbps(const fi_info* info) {
-  if (info->nic != nullptr && info->nic->link_attr != nullptr && info->nic->link_attr->speed > 0)
-    return static_cast<int>(info->nic->link_attr->speed / 1000000ull);
+// The link speed the provider reports (fi_nic link_attr, bits/s), else the one the OS reports
+// (/sys/class/net/<domain>/speed, Mb/s), else 0. Loopback, shm and many virtual NICs report none
+// (no fi_nic; -1 or EINVAL in sysfs). *source says which one answered.
+int find_speed_mbps(const fi_info* info, std::string* source) {
+  source->clear();
+  if (info->nic != nullptr && info->nic->link_attr != nullptr) {
+    const uint64_t mbps = info->nic->link_attr->speed / 1000000ull;
+    if (mbps >= 1 && mbps <= static_cast<uint64_t>(kMaxSpeedMbps)) {
+      *source = "provider link attribute";
+      return static_cast<int>(mbps);
+    }
+  }
   if (info->domain_attr == nullptr || info->domain_attr->name == nullptr) return 0;
   std::string p = std::string("/sys/class/net/") + info->domain_attr->name + "/speed";
   FILE* f = fopen(p.c_str(), "r");
   if (f == nullptr) return 0;
   int v = 0;
-  if (fscanf(f, "%d", &v) != 1 || v < 0) v = 0;
+  if (fscanf(f, "%d", &v) != 1 || v < 1 || v > kMaxSpeedMbps) v = 0;
   fclose(f);
+  if (v > 0) *source = "sysfs " + p;
   return v;
 }
 
@@ -144,6 +154,15 @@ uint32_t fabric_api_version() {
   return lib < built ? lib : built;
 }
 
+int default_speed_mbps(const std::string& provider) {
+  // The core provider names the hardware; a utility provider layered on it (";ofi_rxm") does not.
+  const std::string core = provider.substr(0, provider.find(';'));
+  if (core == "efa" || core.rfind("efa-", 0) == 0 || core.rfind("efa_", 0) == 0) return 100000;
+  if (core == "verbs") return 100000;
+  if (core == "shm" || core == "sm2") return 100000;
+  return 10000;
+}
+
 const std::vector<std::string>& default_provider_order() {
   static const std::vector<std::string> order = {"efa", "verbs;ofi_rxm", "tcp;ofi_rxm", "tcp"};
   return order;
@@ -191,7 +210,7 @@ Status discover_nics(const std::string& wanted, const std::string& domain_filter
       nic.provider = prov;
       nic.domain = dn;
       nic.pci_path = find_pci_path(i);
-      nic.speed_mbps = find_speed_mbps(i);
+      nic.speed_mbps = find_speed_mbps(i, &nic.speed_source);
       nic.loopback = is_loopback_domain(i);
       nic.rma = (i->caps & FI_RMA) != 0 && (i->caps & FI_REMOTE_WRITE) != 0 &&
                 i->domain_attr->cq_data_size >= 4;

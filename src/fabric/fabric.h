@@ -37,13 +37,24 @@ struct Nic {
   std::string provider;  // e.g. "tcp;ofi_rxm"
   std::string domain;    // e.g. "rdmap16s27-rdm", "lo"
   std::string pci_path;  // canonical /sys/devices/... path, or "" when there is none
-  int speed_mbps = 0;    // 0 when unknown
+  int speed_mbps = 0;    // 0 when unknown, until settle_nic_speeds (core/) fills it
+  std::string speed_source;  // where speed_mbps came from, for the log ("" while unknown)
   uint64_t guid = 0;
   bool loopback = false;
   bool rma = false;      // FI_RMA writes with remote CQ data of >= 4 bytes: the RDMA protocol works
   bool rma_read = false;  // FI_READ and FI_REMOTE_READ too: a GPUDirect flush is possible
   bool hmem = false;     // FI_HMEM granted (asked for only where a CUDA driver is present)
 };
+
+// Link speeds above this (10 Tb/s per NIC) are a provider's or driver's mistake, not a figure to
+// plan with; NCCL_FABRIC_SPEED has the same bound.
+constexpr int kMaxSpeedMbps = 10000000;
+
+// The speed assumed for a NIC of `provider` when neither the provider nor the OS reports its link
+// speed, Mb/s (docs/configuration.md#speed): EFA 100000 (every EFA generation has 100 Gb/s links
+// or more), verbs 100000 (RDMA NICs of today start there), shm 100000 (a memory copy, about
+// 12.5 GB/s), anything else 10000 (tcp, sockets, udp: NCCL's own socket transport assumes this).
+int default_speed_mbps(const std::string& provider);
 
 // The providers tried when NCCL_FABRIC_PROVIDER is empty, best first.
 const std::vector<std::string>& default_provider_order();

@@ -83,6 +83,10 @@ const ParamDef kDefs[kParamCount] = {
     {ParamId::kTunerNetLatency, "NCCL_FABRIC_TUNER_NET_LATENCY", ParamType::kInt, "0", 0, 100000,
      "the tuner model's latency of one network step, microseconds; 0 picks it from the provider "
      "(EFA 20, or 25 without GPUDirect; TCP 40)"},
+    {ParamId::kSpeed, "NCCL_FABRIC_SPEED", ParamType::kInt, "0", 0, 10000000,
+     "link speed of each NIC in Mb/s, reported to NCCL (a device of several NICs reports their "
+     "sum); 0 takes the provider's or the OS's figure, else the platform row's (EFA), else a "
+     "per-provider default (EFA and verbs 100000, shm 100000, others 10000)"},
 };
 
 // String parameters that take one of a fixed set of values.

@@ -37,6 +37,7 @@ enum class ParamId : int {
   kTunerRules,
   kTunerDump,
   kTunerNetLatency,
+  kSpeed,
   kCount
 };
 

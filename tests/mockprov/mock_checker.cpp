@@ -185,7 +185,7 @@ void nic_facts(int index, mockefa_nic_info* out) {
                 a.dev, a.fn);
   std::snprintf(out->pci_path, sizeof out->pci_path, "%s/pci%04x:%02x/%s",
                 env_str("MOCKEFA_SYSFS_ROOT", "/sys/devices"), a.domain, a.bus, out->pci_bus_id);
-  out->link_speed = kLinkSpeed;
+  out->link_speed = env_u64("MOCKEFA_LINK_SPEED", kLinkSpeed);  // 0: a NIC that reports none
 }
 
 std::string addr_str(const EfaAddr& a) {

@@ -26,6 +26,24 @@ TEST_CASE("every parameter's default parses and names are unique and prefixed", 
   }
 }
 
+TEST_CASE("NCCL_FABRIC_SPEED takes Mb/s from 0 (not set) to 10 Tb/s and names itself when bad",
+          "[params]") {
+  const ParamDef& speed = param_def(ParamId::kSpeed);
+  CHECK(std::string(speed.name) == "NCCL_FABRIC_SPEED");
+  CHECK(Params().get_int(ParamId::kSpeed) == 0);
+  int64_t iv = 0;
+  std::string sv, err;
+  CHECK(parse_param(speed, "12345", &iv, &sv, &err));
+  CHECK(iv == 12345);
+  for (const char* bad : {"-5", "abc", "10000001", "100G", ""}) {
+    INFO(bad);
+    err.clear();
+    CHECK_FALSE(parse_param(speed, bad, &iv, &sv, &err));
+    CHECK(err.find("NCCL_FABRIC_SPEED") != std::string::npos);
+    CHECK(err.find("0..10000000") != std::string::npos);
+  }
+}
+
 TEST_CASE("bad values are refused with a message naming the parameter", "[params]") {
   const ParamDef& recvs = param_def(ParamId::kMaxRecvs);
   int64_t iv = 0;

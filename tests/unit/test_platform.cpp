@@ -9,6 +9,8 @@
 #include <string>
 #include <unistd.h>
 
+#include "core/plugin.h"
+#include "fabric/fabric.h"
 #include "platform/platform.h"
 #include "util/params.h"
 
@@ -361,4 +363,77 @@ TEST_CASE("a platform that is not what its row expects gets one explained warnin
   CHECK_FALSE(provider_is_efa("tcp;ofi_rxm"));
   CHECK_FALSE(provider_is_efa("mockefa"));
   CHECK_FALSE(provider_is_efa(""));
+}
+
+TEST_CASE("every NIC gets a speed: the parameter, else the link's, else the platform row's (EFA), "
+          "else the provider's default", "[platform][speed]") {
+  const std::vector<Platform>& t = platform_table();
+  const Platform& p5en = *match_platform(t, "p5en.48xlarge");
+  auto nic = [](const char* provider, int measured) {
+    Nic n;
+    n.provider = provider;
+    n.speed_mbps = measured;
+    if (measured > 0) n.speed_source = "provider link attribute";
+    return n;
+  };
+  std::vector<Nic> nics;
+  nics.push_back(nic("efa", 0));
+  nics.push_back(nic("efa", 0));
+  nics.push_back(nic("efa", 400000));
+  nics.push_back(nic("tcp;ofi_rxm", 0));
+  nics.push_back(nic("tcp;ofi_rxm", 25000));
+  nics.push_back(nic("shm", 0));
+  nics.push_back(nic("verbs;ofi_rxm", 0));
+  nics.push_back(nic("sockets", 0));
+  nics.push_back(nic("mockefa", 0));
+
+  SECTION("nothing set, generic platform: measured speeds stay, the rest get their defaults") {
+    settle_nic_speeds(Params(), generic_platform(), &nics);
+    CHECK(nics[0].speed_mbps == 100000);
+    CHECK(nics[0].speed_source.find("default for provider 'efa'") == 0);
+    CHECK(nics[2].speed_mbps == 400000);
+    CHECK(nics[2].speed_source == "provider link attribute");
+    CHECK(nics[3].speed_mbps == 10000);
+    CHECK(nics[3].speed_source.find("default for provider 'tcp;ofi_rxm'") == 0);
+    CHECK(nics[3].speed_source.find("NCCL_FABRIC_SPEED") != std::string::npos);  // the fix
+    CHECK(nics[4].speed_mbps == 25000);
+    CHECK(nics[5].speed_mbps == 100000);
+    CHECK(nics[6].speed_mbps == 100000);
+    CHECK(nics[7].speed_mbps == 10000);
+    CHECK(nics[8].speed_mbps == 10000);  // the mock is not EFA by name: "anything else"
+  }
+  SECTION("on a known platform an EFA that reports no speed gets the row's, other providers not") {
+    settle_nic_speeds(Params(), p5en, &nics);
+    CHECK(nics[0].speed_mbps == 200000);
+    CHECK(nics[0].speed_source.find("platform row p5en.48xlarge") == 0);
+    CHECK(nics[2].speed_mbps == 400000);  // what the link says wins over the table
+    CHECK(nics[3].speed_mbps == 10000);
+    CHECK(nics[5].speed_mbps == 100000);
+  }
+  SECTION("NCCL_FABRIC_SPEED wins over everything, per NIC, and the log says what it replaced") {
+    Params p;
+    REQUIRE(p.set(ParamId::kSpeed, "12345") == Status::kOk);
+    settle_nic_speeds(p, p5en, &nics);
+    for (const Nic& n : nics) {
+      INFO(n.provider);
+      CHECK(n.speed_mbps == 12345);
+      CHECK(n.speed_source.find("NCCL_FABRIC_SPEED") == 0);
+    }
+    CHECK(nics[2].speed_source ==
+          "NCCL_FABRIC_SPEED, in place of 400000 Mb/s (provider link attribute)");
+  }
+  for (const Nic& n : nics) CHECK(n.speed_mbps > 0);
+}
+
+TEST_CASE("the per-provider default speeds, and NCCL_FABRIC_SPEED's bound", "[platform][speed]") {
+  CHECK(param_def(ParamId::kSpeed).max == kMaxSpeedMbps);
+  CHECK(default_speed_mbps("efa") == 100000);
+  CHECK(default_speed_mbps("efa-direct") == 100000);
+  CHECK(default_speed_mbps("verbs;ofi_rxm") == 100000);
+  CHECK(default_speed_mbps("shm") == 100000);
+  CHECK(default_speed_mbps("tcp;ofi_rxm") == 10000);
+  CHECK(default_speed_mbps("tcp") == 10000);
+  CHECK(default_speed_mbps("sockets") == 10000);
+  CHECK(default_speed_mbps("udp;ofi_rxd") == 10000);
+  CHECK(default_speed_mbps("") == 10000);
 }

@@ -159,11 +159,14 @@ void print_text(const Report& r, FILE* out) {
           r.provider.empty() ? "(none)" : r.provider.c_str(), r.providers_tried.c_str());
   fprintf(out, "  CUDA: %s; context: %s\n", r.cuda.c_str(), r.cuda_context.c_str());
   fprintf(out, "\n== NICs (topology: %s)\n", r.topology.c_str());
-  for (const NicInfo& n : r.nics)
+  for (const NicInfo& n : r.nics) {
     fprintf(out, "  %-20s pci=%s numa=%d speed=%d Mb/s rma=%s hmem=%s%s%s\n", n.domain.c_str(),
             n.pci_path.empty() ? "none" : n.pci_path.c_str(), n.numa, n.speed_mbps,
             n.rma ? "yes" : "no", n.hmem ? "yes" : "no",
             n.nearest_gpus.empty() ? "" : " gpus=", n.nearest_gpus.c_str());
+    if (!n.speed_source.empty())
+      fprintf(out, "  %-20s speed from: %s\n", "", n.speed_source.c_str());
+  }
   fprintf(out, "\n== NCCL devices (plugin %s, ABI v%d)\n", r.plugin.c_str(), r.plugin_abi);
   if (!r.plugin_error.empty()) fprintf(out, "  plugin error: %s\n", r.plugin_error.c_str());
   for (const DeviceInfo& d : r.devices)
@@ -217,6 +220,7 @@ void print_json(const Report& r, FILE* out) {
     kv("domain", n.domain);
     kv("pci_path", n.pci_path);
     kv("nearest_gpus", n.nearest_gpus);
+    kv("speed_source", n.speed_source);
     fprintf(out, "\"numa\": %d, \"speed_mbps\": %d, \"rma\": %s, \"hmem\": %s}", n.numa,
             n.speed_mbps, n.rma ? "true" : "false", n.hmem ? "true" : "false");
   }

@@ -20,6 +20,7 @@ struct NicInfo {
   std::string domain, pci_path;
   int numa = -1;
   int speed_mbps = 0;
+  std::string speed_source;  // where the speed came from (NCCL_FABRIC_SPEED, sysfs, a default...)
   bool rma = false, hmem = false;
   std::string nearest_gpus;  // from the plugin's topology log, "" when unknown
 };
