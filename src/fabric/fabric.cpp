@@ -426,6 +426,10 @@ int Endpoint::read(fi_cq_tagged_entry* entries, int max, CqError* err) {
       err->err = e.err != 0 ? e.err : FI_EOTHER;
       err->op_context = e.op_context;
       err->text = cq_error_text(cq_, e);
+      err->entry = true;
+      err->flags = e.flags;
+      err->data = e.data;
+      err->tag = e.tag;
       return -1;
     }
     if (r2 == -FI_EAGAIN) return 0;
@@ -433,6 +437,7 @@ int Endpoint::read(fi_cq_tagged_entry* entries, int max, CqError* err) {
   }
   err->err = static_cast<int>(rc < 0 ? -rc : rc);
   err->op_context = nullptr;
+  err->entry = false;
   err->text = fi_error_text("fi_cq_read", static_cast<int>(rc));
   return -1;
 }

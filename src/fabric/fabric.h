@@ -152,6 +152,10 @@ struct CqError {
   int err = 0;          // positive FI_E*
   void* op_context = nullptr;
   std::string text;
+  bool entry = false;   // an error completion (fi_cq_readerr), not a failure of the queue itself
+  uint64_t flags = 0;   // the error completion's flags, remote CQ data and tag
+  uint64_t data = 0;
+  uint64_t tag = 0;
 };
 
 // One RDM endpoint with its own completion queue and address vector.

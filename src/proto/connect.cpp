@@ -209,6 +209,7 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       for (int k = 0; k < kMaxRails; ++k) rc->peer_rail[k] = l.peer_rail[k];
       rc->eager_max = l.eager_max;
       if (rc->proto == kProtoRdma) NF_CHECK(rdma_setup(*rc));
+      comm_register(*rc);
       l.accepted = true;
       NF_INFO(kSubsysNet, "accepted a connection from %s: %s%s", rc->peer_name.c_str(),
               rc->proto == kProtoRdma ? "RDMA" : "SENDRECV",

@@ -26,7 +26,8 @@ int parse_fault(const std::string& s) {
               __LINE__, __VA_ARGS__)
 
 Status post_persistent(Comm& c, Request* r) {
-  const uint64_t ignore = r->type == ReqType::kEagerRecv ? kTagLowMask : 0;
+  // Bounce buffers take any NCCL tag and notices; CTS buffers one tag.
+  const uint64_t ignore = r->type == ReqType::kEagerRecv ? (kTagLowMask | kTagNoticeBit) : 0;
   ssize_t rc = fi_trecv(c.ep->ep(), r->bufs[0], r->caps[0], r->descs[0], FI_ADDR_UNSPEC, r->tags[0],
                         ignore, &r->ops[0]);
   if (rc == -FI_EAGAIN) {
@@ -51,6 +52,15 @@ void remove_active(RdmaState& rd, Request* r) {
   }
 }
 
+void remove_cts_retry(RdmaState& rd, Request* r) {
+  for (int i = 0; i < rd.n_cts_retry; ++i) {
+    if (rd.cts_retry[i] == r) {
+      rd.cts_retry[i] = rd.cts_retry[--rd.n_cts_retry];
+      return;
+    }
+  }
+}
+
 // A receive stops taking writes: its slot is freed (a late write no longer matches) and its
 // registrations are no longer in use by it.
 void retire_recv(Request* r) {
@@ -65,6 +75,7 @@ void retire_recv(Request* r) {
       if (r->mhs[i] != nullptr) r->mhs[i]->uses.fetch_sub(1, std::memory_order_release);
   }
   remove_active(*c.rdma, r);
+  remove_cts_retry(*c.rdma, r);
 }
 
 // Done once every buffer is complete. Its CTS send may still be in flight (on some providers a
@@ -84,20 +95,35 @@ void fail_recv(Request* r, Status s) {
   if (r->in_flight == 0 && r->abandoned) request_release(r);
 }
 
-// Eager message in bounce buffer b for receive r: copy it into the first free buffer of its tag.
-void deliver_eager(Request* r, Request* b) {
-  Comm& c = *r->comm;
-  const int32_t tag = static_cast<int32_t>(b->imm);
-  const size_t len = b->sizes[0];
-  int i = 0;
-  for (; i < r->n; ++i) {
-    if (static_cast<int32_t>(r->tags[i]) == tag && !r->entry_done[i] && r->chunks_got[i] == 0)
-      break;
+// The posted receive and buffer that message `index` of `tag` goes to.
+bool find_buffer(RdmaState& rd, int32_t tag, uint32_t index, Request** out, int* entry) {
+  for (int a = 0; a < rd.n_active; ++a) {
+    Request* r = rd.active[a];
+    for (int i = 0; i < r->n; ++i) {
+      if (static_cast<int32_t>(r->tags[i]) == tag && r->index[i] == index) {
+        *out = r;
+        *entry = i;
+        return true;
+      }
+    }
   }
-  if (i == r->n) {
-    RDMA_LOG(c, "eager message with tag %d from %s matches no free buffer of its receive group",
-             tag, c.peer_name.c_str());
-    fail_recv(r, Status::kInvalidUsage);
+  return false;
+}
+
+// Whether the receiver has yet to post buffer `index` of `tag` (indices wrap; a window of 2^31).
+bool not_posted_yet(RdmaState& rd, int32_t tag, uint32_t index) {
+  return static_cast<int32_t>(index - rd.posted.count(tag)) >= 0;
+}
+
+// Eager message in bounce buffer b for buffer i of receive r.
+void deliver_eager(Request* r, int i, Request* b) {
+  Comm& c = *r->comm;
+  const size_t len = b->sizes[0];
+  if (r->state != ReqState::kPending) return;  // failed already: nothing lands
+  if (r->entry_done[i] || r->chunks_got[i] != 0) {
+    RDMA_LOG(c, "eager message %u of tag %d from %s lands in a buffer already written: the "
+             "receive fails", r->index[i], static_cast<int32_t>(r->tags[i]), c.peer_name.c_str());
+    fail_recv(r, Status::kRemoteError);
     return;
   }
   if (len > r->caps[i]) {
@@ -113,32 +139,153 @@ void deliver_eager(Request* r, Request* b) {
   maybe_finish_recv(r);
 }
 
-Request* group_of(RdmaState& rd, uint32_t m) {
-  for (int i = 0; i < rd.n_active; ++i) {
-    Request* r = rd.active[i];
-    if (m - r->base < r->n) return r;
+// Sends receive r's clear-to-send: at irecv, or later when an RTS notice asks for it. Returns
+// kOk with *sent false on -FI_EAGAIN.
+Status send_cts(Comm& c, Request* r, bool* sent) {
+  RdmaState& rd = *c.rdma;
+  *sent = false;
+  const bool fresh_slot = r->slot == UINT32_MAX;
+  if (fresh_slot) NF_CHECK(c.sep->alloc_slot(r));
+  CtsMsg m;  // only the header and the first n entries are filled and sent
+  m.h.magic = kCtsMagic;
+  m.h.version = kWireVersion;
+  m.h.n = r->n;
+  m.h.nrails = static_cast<uint8_t>(c.nrails);
+  m.h.reserved32 = 0;
+  m.h.slot = static_cast<uint16_t>(r->slot);
+  m.h.gen = r->gen;
+  m.h.reserved = 0;
+  for (int i = 0; i < r->n; ++i) {
+    CtsEntry& e = m.e[i];
+    MemHandle* mh = r->mhs[i];
+    e.tag = static_cast<int32_t>(r->tags[i]);
+    e.index = r->index[i];
+    e.size = r->caps[i];
+    const uintptr_t a = reinterpret_cast<uintptr_t>(r->bufs[i]);
+    e.addr = mh != nullptr ? a - mh->reg.remote_base : 0;
+    for (int k = 0; k < kMaxRails; ++k) e.key[k] = mh != nullptr && k < c.nrails ? mh->rail_reg(k).key : 0;
   }
-  return nullptr;
+  switch (rd.cts_fault) {
+    case kFaultAddr: for (int i = 0; i < r->n; ++i) m.e[i].addr += 1ull << 40; break;
+    case kFaultKey: for (int i = 0; i < r->n; ++i) for (int k = 0; k < c.nrails; ++k) m.e[i].key[k] ^= 0x5a5a5a5a; break;
+    default: break;
+  }
+  CtsWire& w = rd.cts_tx[c.pool->index_of(r)];
+  size_t len = encode_cts(m, w.b);
+  switch (rd.cts_fault) {
+    case kFaultSize: len += 8; break;  // CtsWire has the room
+    case kFaultCount: w.b[offsetof(CtsHeader, n)] = kMaxCtsEntries + 1; break;
+    default: break;
+  }
+  const uint64_t t = ctrl_tag(c.peer_id, kCtrlCts);
+  ssize_t rc;
+  bool injected = false;
+  if (c.use_inject && len <= c.inject_size) {
+    rc = fi_tinject(c.ep->ep(), w.b, len, c.peer, t);
+    injected = rc == 0;
+  } else {
+    rc = fi_tsend(c.ep->ep(), w.b, len, rd.cts_tx_reg.desc, c.peer, t, &r->ops[0]);
+  }
+  if (rc != 0) {
+    if (fresh_slot) {
+      c.sep->free_slot(r);
+      r->slot = UINT32_MAX;
+    }
+    if (rc == -FI_EAGAIN) return Status::kOk;
+    return fi_fail("fi_tsend(clear-to-send)", static_cast<int>(rc), c.peer_name.c_str());
+  }
+  // posted/in_flight count the CTS send only: the request completes through rdma_on_cts_sent,
+  // rdma_on_write and the eager path.
+  r->posted = injected ? 0 : 1;
+  r->in_flight = injected ? 0 : 1;
+  *sent = true;
+  return Status::kOk;
+}
+
+// A receive whose CTS was never sent (all its buffers small) is asked for one by an RTS notice.
+void cts_on_request(Comm& c, Request* r) {
+  if (r->slot != UINT32_MAX || r->state != ReqState::kPending) return;  // sent already, or over
+  bool sent = false;
+  Status s = send_cts(c, r, &sent);
+  if (!ok(s)) {
+    fail_recv(r, s);
+    return;
+  }
+  RdmaState& rd = *c.rdma;
+  if (!sent && rd.n_cts_retry < kActiveRecvs) rd.cts_retry[rd.n_cts_retry++] = r;
+}
+
+void on_notice(Comm& c, Request* b, const fi_cq_tagged_entry& e) {
+  RdmaState& rd = *c.rdma;
+  const int32_t tag = static_cast<int32_t>(e.tag & kTagLowMask);
+  const uint32_t index = static_cast<uint32_t>(e.data);
+  NoticeMsg m;
+  if (e.len != sizeof(m)) {
+    RDMA_LOG(c, "a notice of %zu bytes from %s (expected %zu): ignored", static_cast<size_t>(e.len),
+             c.peer_name.c_str(), sizeof(m));
+    return;
+  }
+  memcpy(&m, b->bufs[0], sizeof(m));
+  if (m.magic != kNoticeMagic || (m.kind != kNoticeRts && m.kind != kNoticeTooLarge)) {
+    RDMA_LOG(c, "a malformed notice from %s: ignored", c.peer_name.c_str());
+    return;
+  }
+  Request* r = nullptr;
+  int i = 0;
+  const bool found = find_buffer(rd, tag, index, &r, &i);
+  if (m.kind == kNoticeRts) {
+    if (found) {
+      cts_on_request(c, r);
+    } else if (not_posted_yet(rd, tag, index) && rd.n_rts < kPendingRts) {
+      rd.rts[rd.n_rts++] = {tag, index};
+    }
+    return;
+  }
+  // kNoticeTooLarge: the sender failed its isend; the receive fails too, naming both sizes.
+  if (!found || r->state != ReqState::kPending) return;
+  RDMA_LOG(c, "message of %llu bytes from %s is larger than its receive buffer (%zu bytes)",
+           static_cast<unsigned long long>(m.size), c.peer_name.c_str(), r->caps[i]);
+  fail_recv(r, Status::kInvalidUsage);
 }
 
 void on_eager(Request* b, const fi_cq_tagged_entry& e) {
   Comm& c = *b->comm;
   RdmaState& rd = *c.rdma;
-  const uint32_t m = static_cast<uint32_t>(e.data);
-  b->base = m;
-  b->sizes[0] = e.len;
-  b->imm = static_cast<uint32_t>(e.tag & kTagLowMask);
-  if (Request* r = group_of(rd, m)) {
-    if (r->state == ReqState::kPending) deliver_eager(r, b);
-  } else if (static_cast<int32_t>(m - rd.next_base) >= 0) {
-    // Its receive is not posted yet: the message waits in this bounce buffer.
-    rd.held[rd.n_held++] = b;
-    return;
+  if (e.tag & kTagNoticeBit) {
+    on_notice(c, b, e);
   } else {
-    RDMA_LOG(c, "eager message %u from %s belongs to no receive (already complete or never "
-             "posted): dropped", m, c.peer_name.c_str());
+    const int32_t tag = static_cast<int32_t>(e.tag & kTagLowMask);
+    const uint32_t index = static_cast<uint32_t>(e.data);
+    b->index[0] = index;
+    b->sizes[0] = e.len;
+    b->imm = static_cast<uint32_t>(tag);
+    Request* r = nullptr;
+    int i = 0;
+    if (find_buffer(rd, tag, index, &r, &i)) {
+      deliver_eager(r, i, b);
+    } else if (not_posted_yet(rd, tag, index)) {
+      // Its receive is not posted yet: the message waits in this bounce buffer.
+      rd.held[rd.n_held++] = b;
+      return;
+    } else {
+      RDMA_LOG(c, "eager message %u of tag %d from %s belongs to no receive (already complete or "
+               "failed): dropped", index, tag, c.peer_name.c_str());
+    }
   }
   if (!ok(post_persistent(c, b))) b->state = ReqState::kError;
+}
+
+SendGroup* find_entry(RdmaState& rd, int32_t tag, uint32_t index, int* entry) {
+  for (uint32_t k = 0; k < rd.g_count; ++k) {
+    SendGroup& g = rd.groups[k];
+    for (int i = 0; i < g.n; ++i) {
+      if (g.e[i].tag == tag && g.e[i].index == index) {
+        *entry = i;
+        return &g;
+      }
+    }
+  }
+  return nullptr;
 }
 
 // Decodes the CTS in buf (decode_cts: what the bytes alone can be checked for), then checks it
@@ -159,30 +306,28 @@ bool check_cts(Comm& c, const void* buf, size_t len, CtsMsg* out, std::string* w
     *why = text;
     return false;
   }
-  // CTSs are processed in whatever order their completions come (groups with only small buffers
-  // get none), so a group is checked against the others, not against a running count.
-  const RdmaState& rd = *c.rdma;
-  if (static_cast<int32_t>(m.h.base - rd.next_msg) > (1 << 24)) {
-    snprintf(text, sizeof(text), "sequence %u is far ahead of this side's %u", m.h.base,
-             rd.next_msg);
-    *why = text;
-    return false;
-  }
-  for (uint32_t k = 0; k < rd.g_count; ++k) {
-    const SendGroup& g = rd.groups[k];
-    if (m.h.base - g.base < g.n || g.base - m.h.base < m.h.n) {
-      snprintf(text, sizeof(text), "group %u+%u overlaps the announced group %u+%u", m.h.base,
-               m.h.n, g.base, g.n);
-      *why = text;
-      return false;
-    }
-  }
+  RdmaState& rd = *c.rdma;
   for (int i = 0; i < m.h.n; ++i) {
     const CtsEntry& e = m.e[i];
     if (e.size > c.max_msg_size) {
       snprintf(text, sizeof(text), "buffer %d: %llu bytes, more than the largest message (%llu)",
                i, static_cast<unsigned long long>(e.size),
                static_cast<unsigned long long>(c.max_msg_size));
+      *why = text;
+      return false;
+    }
+    if (static_cast<int32_t>(e.index - rd.sent.count(e.tag)) > (1 << 24)) {
+      snprintf(text, sizeof(text), "buffer %d: index %u of tag %d is far ahead of this side's %u",
+               i, e.index, e.tag, rd.sent.count(e.tag));
+      *why = text;
+      return false;
+    }
+    int dup = 0;
+    bool twice = find_entry(rd, e.tag, e.index, &dup) != nullptr;
+    for (int j = 0; j < i; ++j) twice = twice || (m.e[j].tag == e.tag && m.e[j].index == e.index);
+    if (twice) {
+      snprintf(text, sizeof(text), "buffer %d: index %u of tag %d is announced twice", i, e.index,
+               e.tag);
       *why = text;
       return false;
     }
@@ -207,23 +352,18 @@ void on_cts(Request* b, const fi_cq_tagged_entry& e) {
     rd.error = Status::kRemoteError;
   } else {
     SendGroup& g = rd.groups[rd.g_count];
-    g.base = m.h.base;
     g.n = m.h.n;
     g.gen = m.h.gen;
     g.slot = m.h.slot;
+    g.used = 0;
     memcpy(g.e, m.e, sizeof(CtsEntry) * m.h.n);
-    // A group the sender has already filled (eagerly, before this CTS came) needs nothing more.
-    if (static_cast<int32_t>(rd.next_msg - (g.base + g.n)) < 0) ++rd.g_count;
+    // Buffers the sender has already filled (eagerly, before this CTS came) need nothing more.
+    for (int i = 0; i < g.n; ++i)
+      if (static_cast<int32_t>(g.e[i].index - rd.sent.count(g.e[i].tag)) < 0)
+        g.used = static_cast<uint8_t>(g.used | (1u << i));
+    if (g.used != (1u << g.n) - 1) ++rd.g_count;
   }
   if (!ok(post_persistent(c, b))) b->state = ReqState::kError;
-}
-
-SendGroup* find_group(RdmaState& rd, uint32_t m) {
-  for (uint32_t k = 0; k < rd.g_count; ++k) {
-    SendGroup& g = rd.groups[k];
-    if (m - g.base < g.n) return &g;
-  }
-  return nullptr;
 }
 
 int least_loaded_rail(const SharedEp& sep, int nrails) {
@@ -233,18 +373,15 @@ int least_loaded_rail(const SharedEp& sep, int nrails) {
   return best;
 }
 
-// Forgets the groups every message of which has been sent.
-void pop_done_groups(RdmaState& rd) {
-  for (uint32_t k = 0; k < rd.g_count;) {
-    const SendGroup& g = rd.groups[k];
-    if (static_cast<int32_t>(rd.next_msg - (g.base + g.n)) >= 0) rd.groups[k] = rd.groups[--rd.g_count];
-    else ++k;
-  }
+// Entry i of g has been sent: the group goes once all of its entries have.
+void mark_sent(RdmaState& rd, SendGroup* g, int i) {
+  g->used = static_cast<uint8_t>(g->used | (1u << i));
+  if (g->used == (1u << g->n) - 1) *g = rd.groups[--rd.g_count];
 }
 
-// One eager message: fi_tinjectdata / fi_tsenddata to the receiver's bounce buffers, the sequence
-// number as CQ data. *out stays NULL when the provider pushed back.
-Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint32_t m,
+// One eager message: fi_tinjectdata / fi_tsenddata to the receiver's bounce buffers, the message's
+// per-tag index as CQ data. *out stays NULL when the provider pushed back.
+Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint32_t index,
                   Request** out) {
   *out = nullptr;
   Request* r = take_request(c, ReqType::kSend, 1);
@@ -254,11 +391,11 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
   ssize_t rc;
   bool injected = false;
   if (can_inject(c, size, mh)) {
-    rc = fi_tinjectdata(c.ep->ep(), data, size, m, c.peer, t);
+    rc = fi_tinjectdata(c.ep->ep(), data, size, index, c.peer, t);
     injected = rc == 0;
   } else {
     void* desc = mh != nullptr ? mh->reg.desc : nullptr;
-    rc = fi_tsenddata(c.ep->ep(), data, size, desc, m, c.peer, t, &r->ops[0]);
+    rc = fi_tsenddata(c.ep->ep(), data, size, desc, index, c.peer, t, &r->ops[0]);
   }
   if (rc != 0) {
     request_release(r);
@@ -277,6 +414,42 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
   }
   *out = r;
   return Status::kOk;
+}
+
+// A notice to the receiver about message `index` of `tag` (NoticeMsg). *posted false on
+// -FI_EAGAIN: the caller hands NCCL a NULL request and this is tried again on the retried call.
+Status send_notice(Comm& c, int tag, uint32_t index, uint32_t kind, size_t size, bool* posted) {
+  *posted = false;
+  RdmaState& rd = *c.rdma;
+  Request* r = take_request(c, ReqType::kSend, 1);
+  if (r == nullptr) return comm_progress(c);
+  NoticeMsg& m = rd.notice_tx[c.pool->index_of(r)];
+  m.magic = kNoticeMagic;
+  m.kind = kind;
+  m.size = size;
+  const uint64_t t = eager_tag(c.peer_id, tag) | kTagNoticeBit;
+  ssize_t rc;
+  if (c.use_inject && sizeof(m) <= c.inject_size) {
+    rc = fi_tinjectdata(c.ep->ep(), &m, sizeof(m), index, c.peer, t);
+    if (rc == 0) {
+      r->state = ReqState::kDone;
+      request_release(r);
+    }
+  } else {
+    rc = fi_tsenddata(c.ep->ep(), &m, sizeof(m), rd.notice_tx_reg.desc, index, c.peer, t, &r->ops[0]);
+    if (rc == 0) {
+      r->posted = 1;
+      r->in_flight = 1;
+      request_release(r);  // nobody tests it: back to the pool when it completes
+    }
+  }
+  if (rc == 0) {
+    *posted = true;
+    return Status::kOk;
+  }
+  request_release(r);
+  if (rc == -FI_EAGAIN) return comm_progress(c);
+  return fi_fail("fi_tsenddata(notice)", static_cast<int>(rc), c.peer_name.c_str());
 }
 
 Status alloc_registered(Comm& c, size_t bytes, MemReg* reg, bool remote, uint8_t** out) {
@@ -298,6 +471,9 @@ Status rdma_setup(Comm& c) {
     rd.cts_rx.reset(new CtsWire[kCtsBufs]());
     NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), rd.cts_rx.get(),
                              sizeof(CtsWire) * kCtsBufs, &rd.cts_rx_reg));
+    rd.notice_tx.reset(new NoticeMsg[c.pool->capacity()]());
+    NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), rd.notice_tx.get(),
+                             sizeof(NoticeMsg) * c.pool->capacity(), &rd.notice_tx_reg));
     for (int i = 0; i < kCtsBufs; ++i) {
       Request* r = take_request(c, ReqType::kCtsRecv, 1);
       if (r == nullptr) return Status::kInternalError;
@@ -311,20 +487,19 @@ Status rdma_setup(Comm& c) {
     rd.cts_tx.reset(new CtsWire[c.pool->capacity()]());
     NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), rd.cts_tx.get(),
                              sizeof(CtsWire) * c.pool->capacity(), &rd.cts_tx_reg));
-    if (c.eager_max > 0) {
-      uint8_t* p = nullptr;
-      NF_CHECK(alloc_registered(c, static_cast<size_t>(c.eager_max) * kEagerBufs, &rd.bounce_reg,
-                                false, &p));
-      rd.bounce.reset(p);
-      for (int i = 0; i < kEagerBufs; ++i) {
-        Request* r = take_request(c, ReqType::kEagerRecv, 1);
-        if (r == nullptr) return Status::kInternalError;
-        r->bufs[0] = p + static_cast<size_t>(i) * c.eager_max;
-        r->caps[0] = c.eager_max;
-        r->descs[0] = rd.bounce_reg.desc;
-        r->tags[0] = eager_tag(c.id, 0);
-        NF_CHECK(post_persistent(c, r));
-      }
+    // Bounce buffers also take the sender's notices, so they exist with eager messages off too.
+    rd.bounce_size = c.eager_max > kMinBounce ? c.eager_max : kMinBounce;
+    uint8_t* p = nullptr;
+    NF_CHECK(alloc_registered(c, rd.bounce_size * kEagerBufs, &rd.bounce_reg, false, &p));
+    rd.bounce.reset(p);
+    for (int i = 0; i < kEagerBufs; ++i) {
+      Request* r = take_request(c, ReqType::kEagerRecv, 1);
+      if (r == nullptr) return Status::kInternalError;
+      r->bufs[0] = p + static_cast<size_t>(i) * rd.bounce_size;
+      r->caps[0] = rd.bounce_size;
+      r->descs[0] = rd.bounce_reg.desc;
+      r->tags[0] = eager_tag(c.id, 0);
+      NF_CHECK(post_persistent(c, r));
     }
   }
   return Status::kOk;
@@ -338,6 +513,11 @@ void rdma_retry_reposts(Comm& c) {
   memcpy(todo, rd.repost, sizeof(Request*) * static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     if (!ok(post_persistent(c, todo[i]))) todo[i]->state = ReqState::kError;
+  n = rd.n_cts_retry;
+  rd.n_cts_retry = 0;
+  Request* cts[kActiveRecvs];
+  memcpy(cts, rd.cts_retry, sizeof(Request*) * static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) cts_on_request(c, cts[i]);
 }
 
 void rdma_on_persistent(Request* r, const fi_cq_tagged_entry& e) {
@@ -354,6 +534,13 @@ void rdma_on_persistent_error(Request* r) {
 }
 
 void rdma_on_cts_sent(Request* r) { maybe_finish_recv(r); }
+
+void rdma_fail_recv(Request* r, Status s) { fail_recv(r, s); }
+
+void rdma_on_cts_failed(Request* r, Status s) {
+  if (r->state == ReqState::kPending) fail_recv(r, s);
+  else maybe_finish_recv(r);  // complete already (eagerly): only the CTS's accounting is left
+}
 
 void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   const Imm i = imm_decode(e.data);
@@ -386,6 +573,19 @@ void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
     --r->entries_left;
     maybe_finish_recv(r);
   }
+}
+
+bool rdma_on_write_error(SharedEp& sep, const CqError& err) {
+  const Imm i = imm_decode(err.data);
+  if (i.reserved_set || i.slot >= sep.slot_req.size() || sep.slot_req[i.slot] == nullptr ||
+      (sep.slot_gen[i.slot] & 63u) != i.gen)
+    return false;
+  Request* r = sep.slot_req[i.slot];
+  Comm& c = *r->comm;
+  RDMA_LOG(c, "a write from %s into a posted receive failed: %s; the receive fails",
+           c.peer_name.c_str(), err.text.c_str());
+  fail_recv(r, status_for_cq_error(err.err));
+  return true;
 }
 
 Status rdma_post_writes(Comm& c, Request* r) {
@@ -423,6 +623,7 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   *out = nullptr;
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
+  if (!ok(c.failed)) return c.failed;
   RdmaState& rd = *c.rdma;
   if (!ok(rd.error)) return rd.error;
   if (c.deferred_head != nullptr) {
@@ -430,53 +631,57 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
     NF_CHECK(comm_progress(c));
     if (c.deferred_head != nullptr) return Status::kOk;
   }
-  const uint32_t m = rd.next_msg;
-  SendGroup* g = find_group(rd, m);
-  const bool fits_eager = c.eager_max > 0 && size <= c.eager_max;  // 0: no bounce buffers
+  uint32_t* count = rd.sent.get(tag);
+  if (count == nullptr) {
+    NF_WARN("isend to %s: more than %d distinct tags on one connection", c.peer_name.c_str(), kMaxTags);
+    return Status::kInvalidUsage;
+  }
+  const uint32_t index = *count;  // this is message `index` of its tag
+  int i = 0;
+  SendGroup* g = find_entry(rd, tag, index, &i);
+  const bool fits_eager = c.eager_max > 0 && size <= c.eager_max;  // 0: no eager messages
   if (g == nullptr && !fits_eager) {
-    // Too large to send before the receiver's clear-to-send names the buffer: wait for it.
+    // Too large to send before the receiver's clear-to-send names the buffer. A receive of only
+    // small buffers sends none by itself: ask for one (once per message), then wait for it.
     NF_CHECK(comm_progress(c));
     if (!ok(rd.error)) return rd.error;
-    g = find_group(rd, m);
-    if (g == nullptr) return Status::kOk;
-  }
-  // Within a group a message takes the first buffer of its tag that earlier messages of the group
-  // did not take: the k-th message of tag t goes to the k-th buffer of tag t (the receiver's rule).
-  int i = -1;
-  bool unique = true;
-  if (g != nullptr) {
-    int k = 0;
-    for (uint32_t p = g->base; p != m; ++p) k += rd.recent_tags[p % kRecentTags] == tag;
-    int seen = 0;
-    for (int j = 0; j < g->n; ++j) {
-      if (g->e[j].tag != tag) continue;
-      if (seen++ == k) i = j;
-    }
-    unique = seen == 1;
-    if (i < 0) {
-      NF_WARN("isend with tag %d to %s matches no remaining buffer of the receiver's group (sends "
-              "and receives must match in order, by tag within a group)", tag, c.peer_name.c_str());
-      return Status::kInvalidUsage;
+    g = find_entry(rd, tag, index, &i);
+    if (g == nullptr) {
+      if (!rd.rts_valid || rd.rts_tag != tag || rd.rts_index != index) {
+        bool posted = false;
+        NF_CHECK(send_notice(c, tag, index, kNoticeRts, size, &posted));
+        if (posted) {
+          rd.rts_valid = true;
+          rd.rts_tag = tag;
+          rd.rts_index = index;
+        }
+      }
+      return Status::kOk;
     }
   }
-  if (g == nullptr || (fits_eager && unique)) {
-    // Eager: no CTS yet, or a small message whose buffer is unambiguous: a copy through the
-    // receiver's bounce buffers costs less than a write.
-    Status s = send_eager(c, data, size, tag, mh, m, out);
+  if (g != nullptr && size > g->e[i].size) {
+    // The receive cannot take it: tell the receiver (its receive fails too, not hangs), then fail.
+    bool posted = false;
+    NF_CHECK(send_notice(c, tag, index, kNoticeTooLarge, size, &posted));
+    if (!posted) return Status::kOk;
+    NF_WARN("isend of %zu bytes to %s is larger than the receive buffer (%llu bytes)", size,
+            c.peer_name.c_str(), static_cast<unsigned long long>(g->e[i].size));
+    ++*count;
+    mark_sent(rd, g, i);
+    return Status::kInvalidUsage;
+  }
+  if (fits_eager) {
+    // Eager: no CTS yet, or a small message: a copy through the receiver's bounce buffers costs
+    // less than a write.
+    Status s = send_eager(c, data, size, tag, mh, index, out);
     if (*out == nullptr) return s;
-    rd.recent_tags[m % kRecentTags] = tag;
-    ++rd.next_msg;
-    pop_done_groups(rd);
+    ++*count;
+    if (g != nullptr) mark_sent(rd, g, i);
     return s;
   }
 
   // Rendezvous: write into the buffer the CTS named.
   const CtsEntry& e = g->e[i];
-  if (size > e.size) {
-    NF_WARN("isend of %zu bytes to %s is larger than the receive buffer (%llu bytes)", size,
-            c.peer_name.c_str(), static_cast<unsigned long long>(e.size));
-    return Status::kInvalidUsage;
-  }
   if (size > 0 && mh == nullptr && (c.ep->domain().mr_mode() & FI_MR_LOCAL)) {
     NF_WARN("isend to %s: memory not registered (mhandle NULL)", c.peer_name.c_str());
     return Status::kInvalidUsage;
@@ -495,17 +700,25 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   }
   size_t chunk = (size + nchunks - 1) / nchunks;
   chunk = (chunk + 127) & ~static_cast<size_t>(127);
+  // No write larger than the provider takes in one (EFA: 1 GiB): more pieces where needed.
+  const size_t max_write = c.max_write_size;
+  if (chunk > max_write) chunk = max_write & ~static_cast<size_t>(127);
   if (chunk == 0) chunk = 128;
   nchunks = size == 0 ? 1 : (size + chunk - 1) / chunk;
+  if (nchunks > static_cast<size_t>(kMaxGroup)) {
+    NF_WARN("isend of %zu bytes to %s needs %zu writes of at most %zu bytes; the most is %d",
+            size, c.peer_name.c_str(), nchunks, max_write, kMaxGroup);
+    return Status::kInvalidUsage;
+  }
   Request* r = take_request(c, ReqType::kSend, static_cast<int>(nchunks));
   if (r == nullptr) return comm_progress(c);
   r->sizes[0] = size;
   r->bufs[0] = data;
-  r->mhs[0] = mh;
   r->chunk = chunk;
   r->raddr = e.addr;
   for (int k = 0; k < kMaxRails; ++k) r->rkeys[k] = e.key[k];
   r->imm = imm_encode(g->slot, static_cast<uint32_t>(i), static_cast<uint32_t>(nchunks), g->gen);
+  r->mhs[0] = mh;  // every write of the send counts a use of it (complete_op releases them)
   Status s = rdma_post_writes(c, r);
   if (r->posted == 0) {
     r->mhs[0] = nullptr;
@@ -513,9 +726,8 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
     if (!ok(s)) return s;
     return comm_progress(c);
   }
-  rd.recent_tags[m % kRecentTags] = tag;
-  ++rd.next_msg;
-  pop_done_groups(rd);
+  ++*count;
+  mark_sent(rd, g, i);
   if (r->posted < r->n && ok(s)) defer(c, r);
   *out = r;
   return Status::kOk;
@@ -526,13 +738,30 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   *out = nullptr;
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
+  if (!ok(c.failed)) return c.failed;
   RdmaState& rd = *c.rdma;
   if (rd.n_active >= kActiveRecvs) return comm_progress(c);
+  // Each buffer's per-tag index; the counters move only once the receive is posted.
+  uint32_t index[kMaxGroup];
+  for (int i = 0; i < n; ++i) {
+    uint32_t* cnt = rd.posted.get(tags[i]);
+    if (cnt == nullptr) {
+      NF_WARN("irecv from %s: more than %d distinct tags on one connection", c.peer_name.c_str(),
+              kMaxTags);
+      return Status::kInvalidUsage;
+    }
+    index[i] = *cnt;
+    for (int j = 0; j < i; ++j) index[i] += tags[j] == tags[i];
+  }
   // A group whose buffers all fit an eager message needs no CTS: whatever the sender sends into
   // it (no more than the buffer holds) goes eagerly. Ping-pongs of small messages then cost one
-  // message per direction, as with SENDRECV.
+  // message per direction, as with SENDRECV. A sender with a larger message asks for a CTS with
+  // an RTS notice (it may have come already).
   bool need_cts = false;
   for (int i = 0; i < n; ++i) need_cts = need_cts || c.eager_max == 0 || sizes[i] > c.eager_max;
+  for (int i = 0; i < n && !need_cts; ++i)
+    for (int k = 0; k < rd.n_rts && !need_cts; ++k)
+      need_cts = rd.rts[k].tag == tags[i] && rd.rts[k].index == index[i];
   for (int i = 0; need_cts && i < n; ++i) {
     if (sizes[i] > 0 && mhs[i] == nullptr) {
       NF_WARN("irecv from %s: buffer %d (%zu bytes) is not registered; the RDMA protocol needs "
@@ -544,87 +773,49 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   Request* r = take_request(c, ReqType::kRecv, n);
   if (r == nullptr) return comm_progress(c);
   r->slot = UINT32_MAX;
-  if (need_cts) {
-    Status s = c.sep->alloc_slot(r);
-    if (!ok(s)) {
-      request_release(r);
-      return s;
-    }
-  }
-  r->base = rd.next_base;
   r->entries_left = static_cast<uint8_t>(n);
-  CtsMsg m;  // only the header and the first n entries are filled and sent
-  m.h.magic = kCtsMagic;
-  m.h.version = kWireVersion;
-  m.h.n = static_cast<uint8_t>(n);
-  m.h.nrails = static_cast<uint8_t>(c.nrails);
-  m.h.base = r->base;
-  m.h.slot = static_cast<uint16_t>(r->slot);
-  m.h.gen = r->gen;
-  m.h.reserved = 0;
   for (int i = 0; i < n; ++i) {
     r->bufs[i] = data[i];
     r->caps[i] = sizes[i];
     r->mhs[i] = mhs[i];
     r->tags[i] = static_cast<uint32_t>(tags[i]);
+    r->index[i] = index[i];
     r->chunks_expected[i] = 0;
     r->chunks_got[i] = 0;
     r->entry_done[i] = 0;
-    CtsEntry& e = m.e[i];
-    e.tag = tags[i];
-    e.reserved = 0;
-    e.size = sizes[i];
-    const uintptr_t a = reinterpret_cast<uintptr_t>(data[i]);
-    e.addr = mhs[i] != nullptr ? a - mhs[i]->reg.remote_base : 0;
-    for (int k = 0; k < c.nrails; ++k) e.key[k] = mhs[i] != nullptr ? mhs[i]->rail_reg(k).key : 0;
   }
-  switch (rd.cts_fault) {
-    case kFaultAddr: for (int i = 0; i < n; ++i) m.e[i].addr += 1ull << 40; break;
-    case kFaultKey: for (int i = 0; i < n; ++i) for (int k = 0; k < c.nrails; ++k) m.e[i].key[k] ^= 0x5a5a5a5a; break;
-    default: break;
+  if (need_cts) {
+    bool sent = false;
+    Status s = send_cts(c, r, &sent);
+    if (!ok(s) || !sent) {
+      for (int i = 0; i < n; ++i) r->mhs[i] = nullptr;
+      request_release(r);
+      if (!ok(s)) return s;
+      return comm_progress(c);
+    }
   }
-  CtsWire& w = rd.cts_tx[c.pool->index_of(r)];
-  size_t len = need_cts ? encode_cts(m, w.b) : 0;
-  switch (rd.cts_fault) {
-    case kFaultSize: len += 8; break;  // CtsWire has the room
-    case kFaultCount: w.b[offsetof(CtsHeader, n)] = kMaxCtsEntries + 1; break;
-    default: break;
-  }
-  const uint64_t t = ctrl_tag(c.peer_id, kCtrlCts);
-  ssize_t rc = 0;
-  bool injected = false;
-  if (!need_cts) {
-    injected = true;  // nothing to send, nothing to wait for
-  } else if (c.use_inject && len <= c.inject_size) {
-    rc = fi_tinject(c.ep->ep(), w.b, len, c.peer, t);
-    injected = rc == 0;
-  } else {
-    rc = fi_tsend(c.ep->ep(), w.b, len, rd.cts_tx_reg.desc, c.peer, t, &r->ops[0]);
-  }
-  if (rc != 0) {
-    if (r->slot != UINT32_MAX) c.sep->free_slot(r);
-    r->slot = UINT32_MAX;
-    for (int i = 0; i < n; ++i) r->mhs[i] = nullptr;
-    request_release(r);
-    if (rc == -FI_EAGAIN) return comm_progress(c);
-    return fi_fail("fi_tsend(clear-to-send)", static_cast<int>(rc), c.peer_name.c_str());
+  for (int i = 0; i < n; ++i) {
+    ++*rd.posted.get(tags[i]);
+    for (int k = 0; k < rd.n_rts; ++k) {
+      if (rd.rts[k].tag == tags[i] && rd.rts[k].index == index[i]) {
+        rd.rts[k] = rd.rts[--rd.n_rts];
+        break;
+      }
+    }
   }
   for (int i = 0; i < n; ++i)
     if (mhs[i] != nullptr) mhs[i]->uses.fetch_add(1, std::memory_order_relaxed);
   r->mrs_counted = true;
-  r->posted = injected ? 0 : 1;
-  r->in_flight = injected ? 0 : 1;
-  // posted/n keep the generic completion logic out: this request completes through
-  // rdma_on_cts_sent / rdma_on_write / the eager path.
-  rd.next_base += static_cast<uint32_t>(n);
   rd.active[rd.n_active++] = r;
   // Eager messages that arrived before this receive was posted.
   for (int k = 0; k < rd.n_held;) {
     Request* b = rd.held[k];
-    if (b->base - r->base < static_cast<uint32_t>(n)) {
+    int i = 0;
+    for (; i < n; ++i)
+      if (static_cast<int32_t>(r->tags[i]) == static_cast<int32_t>(b->imm) && r->index[i] == b->index[0]) break;
+    if (i < n) {
       rd.held[k] = rd.held[--rd.n_held];
-      if (r->state == ReqState::kPending)
-        deliver_eager(r, b);
+      deliver_eager(r, i, b);
       if (!ok(post_persistent(c, b))) b->state = ReqState::kError;
     } else {
       ++k;
@@ -640,6 +831,8 @@ void rdma_close(Comm& c) {
   while (rd.n_active > 0) retire_recv(rd.active[0]);
   rd.n_held = 0;
   rd.n_repost = 0;
+  rd.n_cts_retry = 0;
+  rd.n_rts = 0;
 }
 
 }  // namespace nf

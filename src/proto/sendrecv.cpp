@@ -32,6 +32,7 @@ Request* take_request(Comm& c, ReqType type, int n) {
   r->state = ReqState::kPending;
   r->abandoned = false;
   r->zombie = false;
+  r->zowner = nullptr;
   r->n = static_cast<uint8_t>(n);
   r->posted = 0;
   r->in_flight = 0;
@@ -47,6 +48,14 @@ Request* take_request(Comm& c, ReqType type, int n) {
   }
   r->mrs_counted = false;
   return r;
+}
+
+void comm_register(Comm& c) { c.sep->comms.push_back(&c); }
+
+void comm_fail(Comm& c, Status s, const char* why) {
+  if (!ok(c.failed)) return;
+  c.failed = s;
+  NF_WARN("connection with %s failed: %s; every request on it fails", c.peer_name.c_str(), why);
 }
 
 void fail_request(Request* r, Status s) {
@@ -111,8 +120,9 @@ void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
     r->op_len[idx] = 0;
   }
   if (r->zombie) {
-    // Its comm has closed: the memory stays until the shared endpoint goes; nothing else to do.
+    // Its comm has closed: its memory stays until the provider has given back every operation.
     --r->in_flight;
+    if (--r->zowner->in_flight == 0) sep.zombie_done = true;
     return;
   }
   const size_t len = e != nullptr ? e->len : 0;
@@ -129,7 +139,9 @@ void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
     return;
   }
   if (r->type == ReqType::kRecv || r->type == ReqType::kCtrlRecv) r->sizes[idx] = len;
-  if (MemHandle* mh = r->mhs[op->index]) mh->uses.fetch_sub(1, std::memory_order_release);
+  // A send's operations (an RDMA send's several writes) all use its one buffer, mhs[0].
+  MemHandle* mh = r->type == ReqType::kSend ? r->mhs[0] : r->mhs[idx];
+  if (mh != nullptr) mh->uses.fetch_sub(1, std::memory_order_release);
   --r->in_flight;
   if (r->in_flight == 0 && r->posted == r->n) {
     if (r->state == ReqState::kPending) r->state = ReqState::kDone;
@@ -166,10 +178,10 @@ void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
     return;
   }
   if (r->type == ReqType::kRecv && c.proto == kProtoRdma) {
-    // Its clear-to-send could not be delivered: the sender will never write.
-    fail_request(r, s);
+    // Its clear-to-send could not be delivered: the sender will never write. The receive stops
+    // taking writes (its slot and its place among the active receives go) and fails.
     --r->in_flight;
-    rdma_on_cts_sent(r);
+    rdma_on_cts_failed(r, s);
     return;
   }
   fail_request(r, s);
@@ -240,6 +252,31 @@ Status SharedEp::alloc_id(uint32_t* out) {
   return Status::kOk;
 }
 
+namespace {
+
+void free_zombie(Zombie& z) {
+  for (MemReg& r : z.mrs) deregister_memory(&r);
+  for (auto& h : z.handles) {
+    deregister_memory(&h->reg);
+    for (MemReg& m : h->more) deregister_memory(&m);
+  }
+}
+
+}  // namespace
+
+void SharedEp::sweep_zombies() {
+  zombie_done = false;
+  for (size_t i = 0; i < zombies.size();) {
+    if (zombies[i]->in_flight > 0) {
+      ++i;
+      continue;
+    }
+    free_zombie(*zombies[i]);
+    zombies[i] = std::move(zombies.back());
+    zombies.pop_back();
+  }
+}
+
 SharedEp::~SharedEp() {
   // The endpoints first: closing them drops every operation still in flight; only then may the
   // memory the zombies kept go. Their domains (and registration caches) stay until then.
@@ -248,13 +285,7 @@ SharedEp::~SharedEp() {
   for (auto& e : more) doms.push_back(e->domain_ptr());
   more.clear();
   ep.reset();
-  for (Zombie& z : zombies) {
-    for (MemReg& r : z.mrs) deregister_memory(&r);
-    for (auto& h : z.handles) {
-      deregister_memory(&h->reg);
-      for (MemReg& m : h->more) deregister_memory(&m);
-    }
-  }
+  for (auto& z : zombies) free_zombie(*z);
   zombies.clear();
 }
 
@@ -280,11 +311,19 @@ Comm::Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Para
   use_inject = p.get_bool(ParamId::kInject);
   inject_size = ep->domain().inject_size();
   max_msg_size = ep->domain().max_msg_size();
+  max_write_size = static_cast<size_t>(max_msg_size < kMaxWriteSize ? max_msg_size : kMaxWriteSize);
 }
 
 Comm::~Comm() {
   magic = 0;
   std::lock_guard<std::mutex> lock(sep->mu);
+  for (size_t i = 0; i < sep->comms.size(); ++i) {
+    if (sep->comms[i] == this) {
+      sep->comms[i] = sep->comms.back();
+      sep->comms.pop_back();
+      break;
+    }
+  }
   if (pool) {
     closing = true;
     rdma_close(*this);
@@ -319,10 +358,14 @@ Comm::~Comm() {
       // The provider still holds some of our operations: their memory lives on with the endpoint.
       NF_INFO(kSubsysNet, "comm with %s closed with operations still in the provider; their "
               "buffers are kept until the endpoint closes", peer_name.c_str());
-      pool->for_each([](Request* r) {
-        if (r->state != ReqState::kFree && r->in_flight != 0) r->zombie = true;
+      std::unique_ptr<Zombie> zp(new Zombie());
+      Zombie& z = *zp;
+      pool->for_each([&z](Request* r) {
+        if (r->state == ReqState::kFree || r->in_flight == 0) return;
+        r->zombie = true;
+        r->zowner = &z;
+        z.in_flight += r->in_flight;
       });
-      Zombie z;
       z.pool = std::move(pool);
       z.ctrl = std::move(ctrl);
       z.mrs.push_back(ctrl_reg);
@@ -331,12 +374,13 @@ Comm::~Comm() {
         z.mrs.push_back(rdma->cts_rx_reg);
         z.mrs.push_back(rdma->cts_tx_reg);
         z.mrs.push_back(rdma->bounce_reg);
-        rdma->cts_rx_reg = rdma->cts_tx_reg = rdma->bounce_reg = MemReg();
+        z.mrs.push_back(rdma->notice_tx_reg);
+        rdma->cts_rx_reg = rdma->cts_tx_reg = rdma->bounce_reg = rdma->notice_tx_reg = MemReg();
         z.rdma = std::move(rdma);
       }
       z.handles = std::move(retired);
       retired.clear();
-      sep->zombies.push_back(std::move(z));
+      sep->zombies.push_back(std::move(zp));
     }
   }
   for (auto& h : retired) {
@@ -349,6 +393,7 @@ Comm::~Comm() {
     deregister_memory(&rdma->cts_rx_reg);
     deregister_memory(&rdma->cts_tx_reg);
     deregister_memory(&rdma->bounce_reg);
+    deregister_memory(&rdma->notice_tx_reg);
   }
   pool.reset();
 }
@@ -365,6 +410,7 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
   {
     std::lock_guard<std::mutex> lock(c->sep->mu);
     NF_CHECK(c->sep->alloc_id(&c->id));
+    comm_register(*c);
   }
   c->ctrl.reset(new Comm::Ctrl());
   memset(c->ctrl.get(), 0, sizeof(Comm::Ctrl));
@@ -402,8 +448,35 @@ Status comm_progress(Comm& c) {
           fail_op(sep, static_cast<OpCtx*>(err.op_context), err);
           continue;
         }
-        NF_WARN("completion queue of the endpoint shared with %s failed: %s",
-                c.peer_name.c_str(), err.text.c_str());
+        if (err.entry) {
+          // An error that belongs to no operation of ours: a peer's write that failed to land
+          // fails the receive it names; anything else is reported and concerns no comm we can
+          // name. Either way the other comms of the endpoint carry on.
+          if ((err.flags & FI_REMOTE_CQ_DATA) && rdma_on_write_error(sep, err)) continue;
+          // One of our sends that reports no completion (an injected one) failed: its tag names
+          // the peer comm it went to; the connections to that comm fail, not the endpoint.
+          // A path to that peer failed: every connection with the same peer process fails.
+          if ((err.flags & FI_SEND) && (err.flags & FI_TAGGED)) {
+            const uint32_t to = static_cast<uint32_t>(err.tag >> 32) & kMaxCommId;
+            std::vector<fi_addr_t> peers;
+            for (Comm* o : sep.comms)
+              if (o->role != CommRole::kListen && o->peer_id == to) peers.push_back(o->peer);
+            for (Comm* o : sep.comms) {
+              if (o->role == CommRole::kListen) continue;
+              for (fi_addr_t a : peers)
+                if (o->peer == a) comm_fail(*o, status_for_cq_error(err.err), err.text.c_str());
+            }
+            if (!peers.empty()) continue;
+          }
+          if (sep.stray_errors++ == 0)
+            NF_WARN("an error completion that belongs to no operation of this process (flags "
+                    "0x%llx): %s; no comm is failed for it", static_cast<unsigned long long>(err.flags),
+                    err.text.c_str());
+          continue;
+        }
+        // The queue itself failed: every comm of the endpoint is affected, whoever polled it.
+        NF_WARN("the completion queue of a shared endpoint (%s) failed: %s; every connection on it "
+                "fails", ep->domain().name().c_str(), err.text.c_str());
         sep.failed = Status::kSystemError;
         return sep.failed;
       }
@@ -421,7 +494,8 @@ Status comm_progress(Comm& c) {
       if (n < max) break;
     }
   }
-  if (c.rdma && c.rdma->n_repost > 0) rdma_retry_reposts(c);
+  if (sep.zombie_done) sep.sweep_zombies();
+  if (c.rdma && (c.rdma->n_repost > 0 || c.rdma->n_cts_retry > 0)) rdma_retry_reposts(c);
   if (c.deferred_head != nullptr) return post_deferred(c);
   return Status::kOk;
 }
@@ -452,6 +526,7 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
   *out = nullptr;
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
+  if (!ok(c.failed)) return c.failed;
   Request* r = take_request(c, ReqType::kSend, 1);
   if (r == nullptr) {
     // Every request is out: reap completions; NCCL asks again.
@@ -493,6 +568,7 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
   *out = nullptr;
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
+  if (!ok(c.failed)) return c.failed;
   if (c.deferred_head != nullptr) {
     // An earlier grouped receive is still being posted; this one must come after it.
     NF_CHECK(comm_progress(c));
@@ -556,7 +632,11 @@ Status sr_test(Request* r, int* done, int* sizes) {
   }
   if (r->state == ReqState::kPending) {
     Status s = comm_progress(c);
-    if (!ok(s) && r->state == ReqState::kPending) fail_request(r, s);
+    if (ok(s)) s = c.failed;
+    if (!ok(s) && r->state == ReqState::kPending) {
+      if (r->type == ReqType::kRecv && c.proto == kProtoRdma) rdma_fail_recv(r, s);
+      else fail_request(r, s);
+    }
   }
   switch (r->state) {
     case ReqState::kPending:

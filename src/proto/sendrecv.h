@@ -31,6 +31,7 @@ constexpr uint32_t kMrMagic = 0x524d4e46u;
 struct Request;
 struct Comm;
 struct MemHandle;
+struct Zombie;
 
 // What the provider gets as the context of each operation: the fi_context2 it may use comes first,
 // then where the completion belongs.
@@ -51,6 +52,7 @@ struct Request {
   ReqState state;
   bool abandoned;           // failed and reported; returns to the pool once nothing is in flight
   bool zombie;              // its comm closed with this still in flight: completions only count
+  Zombie* zowner;           // ... and what its comm left behind (counted down to free it)
   uint8_t n;                // operations in this request (grouped receive: up to kMaxGroup)
   uint8_t posted;           // operations handed to the provider so far
   uint8_t in_flight;        // posted and not completed
@@ -70,7 +72,7 @@ struct Request {
   uint8_t gen;
   uint8_t entries_left;     // buffers of the group not complete yet
   bool mrs_counted;         // holds a use of each buffer's registration until it stops taking writes
-  uint32_t base;            // sequence number of the group's first buffer (eager bounce: the message's)
+  uint32_t index[kMaxGroup];  // per buffer: its per-tag index (eager bounce: the message's, in [0])
   uint8_t chunks_expected[kMaxGroup];
   uint8_t chunks_got[kMaxGroup];
   uint8_t entry_done[kMaxGroup];
@@ -110,36 +112,77 @@ struct CtrlBuf {
 constexpr int kEagerBufs = 16;       // receiver: bounce buffers kept posted
 constexpr int kCtsBufs = 32;         // sender: clear-to-send receives kept posted
 constexpr int kGroupRing = 64;       // sender: groups announced and not fully sent
-constexpr int kRecentTags = 16;      // sender: tags of its last messages (> a group's size)
 constexpr int kActiveRecvs = kMaxRequests + 2;
+constexpr int kMaxTags = 128;        // distinct NCCL tags on one connection
+constexpr int kPendingRts = 64;      // receiver: notices for buffers not posted yet
+
+// Per NCCL tag, how many messages were sent (sender) or buffers posted (receiver) with it: the
+// k-th message of tag t goes to the k-th buffer of tag t (docs/protocol.md, "Matching").
+struct TagCounts {
+  struct Entry {
+    int32_t tag;
+    uint32_t count;
+  };
+  Entry e[kMaxTags];
+  int n = 0;
+  // The counter of `tag`; nullptr when the tag is new (find) or the table is full (get).
+  uint32_t* find(int32_t tag) {
+    for (int i = 0; i < n; ++i)
+      if (e[i].tag == tag) return &e[i].count;
+    return nullptr;
+  }
+  uint32_t* get(int32_t tag) {
+    if (uint32_t* c = find(tag)) return c;
+    if (n == kMaxTags) return nullptr;
+    e[n] = {tag, 0};
+    return &e[n++].count;
+  }
+  uint32_t count(int32_t tag) {
+    uint32_t* c = find(tag);
+    return c != nullptr ? *c : 0;
+  }
+};
 
 // A group of receive buffers as a CTS announced it to the sender.
 struct SendGroup {
-  uint32_t base;
   uint8_t n;
   uint8_t gen;
+  uint8_t used;   // bit i: entry i has been sent (written, or eagerly before the CTS came)
   uint16_t slot;
   CtsEntry e[kMaxCtsEntries];
 };
 
 struct RdmaState {
   // Sender.
-  uint32_t next_msg = 0;       // sequence number of the next isend
+  TagCounts sent;                // messages sent per tag
   SendGroup groups[kGroupRing];  // announced, not fully sent; unordered
   uint32_t g_count = 0;
-  int32_t recent_tags[kRecentTags] = {};  // tag of message m at m % kRecentTags
+  bool rts_valid = false;        // the last RTS notice sent (a retried isend sends it once)
+  int32_t rts_tag = 0;
+  uint32_t rts_index = 0;
   std::unique_ptr<CtsWire[]> cts_rx;  // kCtsBufs
   MemReg cts_rx_reg;
+  std::unique_ptr<NoticeMsg[]> notice_tx;  // the notices being sent (one per request)
+  MemReg notice_tx_reg;
   // Receiver.
-  uint32_t next_base = 0;
+  TagCounts posted;              // buffers posted per tag
   std::unique_ptr<CtsWire[]> cts_tx;  // one per request of the pool
   MemReg cts_tx_reg;
-  std::unique_ptr<uint8_t[]> bounce;  // kEagerBufs x eager_max
+  std::unique_ptr<uint8_t[]> bounce;  // kEagerBufs x bounce_size
+  size_t bounce_size = 0;
   MemReg bounce_reg;
-  Request* active[kActiveRecvs];     // posted receives, to find the group of an eager message
+  Request* active[kActiveRecvs];     // posted receives, to find the buffer of an eager message
   int n_active = 0;
-  Request* held[kEagerBufs];         // eager messages whose group is not posted yet
+  Request* held[kEagerBufs];         // eager messages whose buffer is not posted yet
   int n_held = 0;
+  struct Rts {
+    int32_t tag;
+    uint32_t index;
+  };
+  Rts rts[kPendingRts];              // RTS notices for buffers not posted yet
+  int n_rts = 0;
+  Request* cts_retry[kActiveRecvs];  // receives whose late CTS met -FI_EAGAIN
+  int n_cts_retry = 0;
   Request* repost[kEagerBufs + kCtsBufs];  // persistent receives -FI_EAGAIN refused
   int n_repost = 0;
   Status error = Status::kOk;        // a CTS broke the protocol: every later isend fails
@@ -149,9 +192,10 @@ struct RdmaState {
   size_t write_chunk = 512 << 10;     // NCCL_FABRIC_WRITE_CHUNK (0: one write per rail)
 };
 
-// What a closed comm leaves behind while the provider may still hold its operations: freed with
-// the shared endpoint, after the endpoint is closed.
+// What a closed comm leaves behind while the provider may still hold its operations: freed by the
+// first progress pass after the provider gave back the last of them, or with the shared endpoint.
 struct Zombie {
+  int in_flight = 0;  // operations the provider still holds
   std::unique_ptr<Pool<Request>> pool;
   std::unique_ptr<CtrlBuf> ctrl;
   std::unique_ptr<RdmaState> rdma;
@@ -175,9 +219,13 @@ struct SharedEp {
   std::vector<uint32_t> free_slots;
   uint32_t next_id = 1;          // comm ids: 1 .. kMaxCommId
   Status failed = Status::kOk;   // sticky: the completion queue itself failed
+  uint64_t stray_errors = 0;     // error completions that belonged to no operation
   std::unordered_map<std::string, fi_addr_t> peers;  // address bytes -> AV entry: one per peer
   fi_addr_t self = FI_ADDR_UNSPEC;  // our own address in the AV (GPUDirect flush reads)
-  std::vector<Zombie> zombies;
+  std::vector<std::unique_ptr<Zombie>> zombies;
+  std::vector<Comm*> comms;      // every open comm on it (a failure without an operation finds its own)
+  bool zombie_done = false;      // a zombie's last operation came back: sweep after the CQ pass
+  void sweep_zombies();
 
   SharedEp() = default;
   ~SharedEp();
@@ -220,9 +268,11 @@ struct Comm {
   bool use_inject;
   size_t inject_size;
   uint64_t max_msg_size;
+  size_t max_write_size;        // largest single RMA write (EFA: 1 GiB, one device write)
   Request* deferred_head = nullptr;
   Request* deferred_tail = nullptr;
   int errors_logged = 0;        // the first failure of a comm is a WARN, later ones INFO
+  Status failed = Status::kOk;  // the connection failed: every pending and later request fails
   bool closing = false;         // its receives are being cancelled: their errors are expected
   // Registrations NCCL released while operations still used them (teardown after an abort): kept,
   // handle and all, until nothing of this comm is in flight. Service thread only.
@@ -263,6 +313,11 @@ inline bool can_inject(const Comm& c, size_t size, const MemHandle* mh) {
 }
 Request* take_request(Comm& c, ReqType type, int n);
 void fail_request(Request* r, Status s);
+// The whole connection fails (a provider error no single request owns): one WARN, then every
+// pending and later request of c reports s. Under sep->mu.
+void comm_fail(Comm& c, Status s, const char* why);
+// Adds c to its endpoint's list of comms. Under sep->mu.
+void comm_register(Comm& c);
 void defer(Comm& c, Request* r);
 
 Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out);

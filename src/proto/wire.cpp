@@ -219,7 +219,7 @@ size_t encode_cts(const CtsMsg& m, void* out) {
   for (int i = 0; i < m.h.n; ++i) {
     const CtsEntry& e = m.e[i];
     memcpy(p + 0, &e.tag, 4);
-    memcpy(p + 4, &e.reserved, 4);
+    memcpy(p + 4, &e.index, 4);
     memcpy(p + 8, &e.size, 8);
     memcpy(p + 16, &e.addr, 8);
     memcpy(p + kCtsEntryFixed, e.key, keys);
@@ -256,8 +256,8 @@ bool decode_cts(const void* in, size_t len, CtsMsg* out, std::string* why) {
     *why = buf;
     return false;
   }
-  if (h.gen > 63 || h.reserved != 0) {
-    *why = fmt("generation %llu or reserved byte %llu out of range", h.gen, h.reserved);
+  if (h.gen > 63 || h.reserved != 0 || h.reserved32 != 0) {
+    *why = fmt("generation %llu or reserved field %llu out of range", h.gen, h.reserved | h.reserved32);
     return false;
   }
   const uint8_t* q = p + sizeof(h);
@@ -266,12 +266,12 @@ bool decode_cts(const void* in, size_t len, CtsMsg* out, std::string* why) {
   for (int i = 0; i < h.n; ++i, q += kCtsEntryFixed + keys) {
     CtsEntry& x = e[i];
     memcpy(&x.tag, q + 0, 4);
-    memcpy(&x.reserved, q + 4, 4);
+    memcpy(&x.index, q + 4, 4);
     memcpy(&x.size, q + 8, 8);
     memcpy(&x.addr, q + 16, 8);
     memset(x.key, 0, sizeof(x.key));
     memcpy(x.key, q + kCtsEntryFixed, keys);
-    if (x.addr + x.size < x.addr || x.reserved != 0) {
+    if (x.addr + x.size < x.addr) {
       char buf[160];
       snprintf(buf, sizeof(buf), "buffer %d: %llu bytes at 0x%llx is not a possible buffer", i,
                static_cast<unsigned long long>(x.size), static_cast<unsigned long long>(x.addr));

@@ -7,7 +7,7 @@
 
 namespace nf {
 
-constexpr uint16_t kWireVersion = 2;
+constexpr uint16_t kWireVersion = 3;  // 3: per-tag message indices (RDMA), notices
 constexpr uint32_t kHandleMagic = 0x4641424eu;   // "NBAF" in memory: nccl-fabric handle
 constexpr uint32_t kConnectMagic = 0x4e4e4f43u;  // "CONN"
 constexpr uint32_t kAckMagic = 0x4b434f41u;      // "AOCK"
@@ -25,6 +25,8 @@ constexpr uint64_t kCtrlCts = 3;
 // RDMA protocol eager messages: bit 61, the receiving comm's id, NCCL's tag (docs/protocol.md).
 constexpr uint64_t kTagEagerBit = 1ull << 61;
 constexpr uint64_t kTagLowMask = 0xffffffffull;
+// Bit 62 on an eager message: not data but a notice (NoticeMsg) about message `index` of its tag.
+constexpr uint64_t kTagNoticeBit = 1ull << 62;
 inline uint64_t eager_tag(uint32_t comm_id, int tag) {
   return kTagEagerBit | (static_cast<uint64_t>(comm_id) << 32) | static_cast<uint32_t>(tag);
 }
@@ -54,6 +56,8 @@ static_assert(offsetof(WireHandle, addr) == 24, "wire layout");
 static_assert(offsetof(WireHandle, checksum) == 124, "wire layout");
 
 constexpr int kMaxRails = 4;
+// The largest RMA write we post: EFA takes at most 1 GiB in one device write (efa-semantics.md).
+constexpr uint64_t kMaxWriteSize = 1ull << 30;
 constexpr uint32_t kProtoMagic = 0x544f5250u;
 constexpr uint8_t kProtoSendRecv = 0x1;  // protocol bits of ProtoInfo::protocols
 constexpr uint8_t kProtoRdma = 0x2;
@@ -153,27 +157,29 @@ constexpr uint32_t kCtsMagic = 0x53544352u;
 constexpr int kMaxCtsEntries = 8;
 
 // A CTS is this 16-byte header followed by n entries of cts_entry_size(nrails) bytes each: tag,
-// reserved, size, addr (kCtsEntryFixed bytes), then one 8-byte key per rail in use. Packed, so an
+// index, size, addr (kCtsEntryFixed bytes), then one 8-byte key per rail in use. Packed, so an
 // entry need not be 8-byte aligned: encode_cts/decode_cts copy fields with memcpy.
 struct CtsHeader {
   uint32_t magic;
   uint16_t version;
   uint8_t n;         // buffers in the group, 1..8
   uint8_t nrails;    // rails of the connection: keys per entry
-  uint32_t base;     // sequence number of the group's first buffer
+  uint32_t reserved32;  // 0 (wire version 2 had a sequence number here)
   uint16_t slot;     // receiver's completion slot, echoed in every write's immediate data
   uint8_t gen;       // the slot's generation (0..63), echoed too
   uint8_t reserved;
 };
 static_assert(sizeof(CtsHeader) == 16, "wire layout");
-static_assert(offsetof(CtsHeader, n) == 6 && offsetof(CtsHeader, base) == 8, "wire layout");
+static_assert(offsetof(CtsHeader, n) == 6 && offsetof(CtsHeader, reserved32) == 8, "wire layout");
 static_assert(offsetof(CtsHeader, slot) == 12 && offsetof(CtsHeader, gen) == 14, "wire layout");
 
 // One buffer of a CTS as the plugin holds it (not a wire layout: on the wire only the first
 // nrails keys are present).
+// Messages match buffers per tag, in order: the k-th message the sender sends with tag t lands in
+// the k-th buffer the receiver posted with tag t. `index` is that k (mod 2^32) for this buffer.
 struct CtsEntry {
   int32_t tag;
-  uint32_t reserved;
+  uint32_t index;
   uint64_t size;              // capacity of the buffer
   uint64_t addr;              // remote address as fi_writedata takes it
   uint64_t key[kMaxRails];    // registration key per rail; 0 beyond the connection's rails
@@ -185,7 +191,7 @@ struct CtsMsg {
   CtsEntry e[kMaxCtsEntries];
 };
 
-constexpr size_t kCtsEntryFixed = 24;  // tag 4, reserved 4, size 8, addr 8
+constexpr size_t kCtsEntryFixed = 24;  // tag 4, index 4, size 8, addr 8
 constexpr size_t cts_entry_size(int nrails) {
   return kCtsEntryFixed + 8 * static_cast<size_t>(nrails);
 }
@@ -209,6 +215,23 @@ size_t encode_cts(const CtsMsg& m, void* out);
 // 1..4, len exactly cts_size(n, nrails), gen at most 63, reserved fields 0, and in every entry
 // addr + size not wrapping. Fills *out (keys beyond nrails 0) only when everything holds.
 bool decode_cts(const void* in, size_t len, CtsMsg* out, std::string* why);
+
+// A notice from sender to receiver, sent as an eager message (tag bit kTagNoticeBit, CQ data = the
+// message's per-tag index) into the receiver's bounce buffers:
+// - kNoticeRts: the message is larger than an eager message and no clear-to-send has come for it:
+//   send one even if the buffer is small (a receive of small buffers sends none by itself);
+// - kNoticeTooLarge: the message is larger than the buffer the clear-to-send named; the receive
+//   fails, as the send does.
+constexpr uint32_t kNoticeMagic = 0x4543544eu;  // "NTCE"
+enum NoticeKind : uint32_t { kNoticeRts = 1, kNoticeTooLarge = 2 };
+struct NoticeMsg {
+  uint32_t magic;
+  uint32_t kind;
+  uint64_t size;  // the message's length
+};
+static_assert(sizeof(NoticeMsg) == 16, "wire layout");
+// Bounce buffers take at least a notice, also where eager messages are off (eager_max 0).
+constexpr size_t kMinBounce = 64;
 
 // The remote CQ data of each RDMA write: 4 bytes (EFA's limit). Where the provider offers 8 bytes
 // of CQ data, the upper 4 carry the write's length, because fi_cq promises a length only for

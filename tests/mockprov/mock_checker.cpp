@@ -355,3 +355,24 @@ MOCKEFA_EXPORT int mockefa_get_nic_info(int index, struct mockefa_nic_info* out)
   nic_facts(index, out);
   return 0;
 }
+
+// An error completion that belongs to no operation (op_context NULL), as EFA reports some peer
+// failures: one into the receive CQ of every enabled endpoint. Returns how many were written.
+MOCKEFA_EXPORT int mockefa_inject_stray_error(int err, uint64_t flags, uint64_t data) {
+  Lock lk(g().mu);
+  int n = 0;
+  for (auto& kv : g().eps_by_serial) {
+    Ep* ep = kv.second;
+    if (ep->rx_cq == nullptr) continue;
+    CqEntry e;
+    e.is_error = true;
+    e.err = err;
+    e.prov_errno = err;
+    e.flags = flags;
+    e.data = data;
+    e.err_data = "injected error completion without an operation (mockefa_inject_stray_error)";
+    complete_entry(ep, ep->rx_cq, std::move(e), true);
+    ++n;
+  }
+  return n;
+}

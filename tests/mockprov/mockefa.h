@@ -152,6 +152,10 @@ void mockefa_get_faults(struct mockefa_faults *out);
 /* Number of mock NICs (MOCKEFA_NDOMAINS, clamped to 1..32) and their facts. */
 int mockefa_num_nics(void);
 int mockefa_get_nic_info(int index, struct mockefa_nic_info *out); /* 0, or -1 if out of range */
+/* An error completion with op_context NULL (err and prov_errno = err, flags, data) into the receive
+ * CQ of every endpoint open now, as EFA reports failures that belong to no operation. Returns how
+ * many were written. */
+int mockefa_inject_stray_error(int err, uint64_t flags, uint64_t data);
 
 typedef void (*mockefa_get_counters_fn)(struct mockefa_counters *);
 typedef void (*mockefa_reset_counters_fn)(void);
@@ -162,6 +166,7 @@ typedef int (*mockefa_set_faults_all_fn)(const struct mockefa_faults *);
 typedef void (*mockefa_get_faults_fn)(struct mockefa_faults *);
 typedef int (*mockefa_num_nics_fn)(void);
 typedef int (*mockefa_get_nic_info_fn)(int, struct mockefa_nic_info *);
+typedef int (*mockefa_inject_stray_error_fn)(int, uint64_t, uint64_t);
 
 struct mockefa_api {
 	void *handle; /* dlclose() it when done */
@@ -175,6 +180,7 @@ struct mockefa_api {
 	mockefa_get_faults_fn get_faults;
 	mockefa_num_nics_fn num_nics;
 	mockefa_get_nic_info_fn get_nic_info;
+	mockefa_inject_stray_error_fn inject_stray_error;
 };
 
 /* Find the provider libfabric already loaded from `path` (e.g. getenv("NF_MOCKPROV_LIB")) and
@@ -198,6 +204,7 @@ static inline int mockefa_load_api(const char *path, struct mockefa_api *api)
 	api->get_faults = (mockefa_get_faults_fn)dlsym(h, "mockefa_get_faults");
 	api->num_nics = (mockefa_num_nics_fn)dlsym(h, "mockefa_num_nics");
 	api->get_nic_info = (mockefa_get_nic_info_fn)dlsym(h, "mockefa_get_nic_info");
+	api->inject_stray_error = (mockefa_inject_stray_error_fn)dlsym(h, "mockefa_inject_stray_error");
 	if (!api->get_counters || !api->reset_counters || !api->violation_name || !api->fault_name ||
 	    !api->last_violation || !api->set_faults || !api->set_faults_all || !api->get_faults ||
 	    !api->num_nics || !api->get_nic_info) {

@@ -142,11 +142,11 @@ CtsMsg sample_cts(int n, int nrails) {
   m.h.version = kWireVersion;
   m.h.n = static_cast<uint8_t>(n);
   m.h.nrails = static_cast<uint8_t>(nrails);
-  m.h.base = 0xfffffff0u + static_cast<uint32_t>(n);
   m.h.slot = static_cast<uint16_t>(1000 + n);
   m.h.gen = static_cast<uint8_t>(63 - nrails);
   for (int i = 0; i < n; ++i) {
     m.e[i].tag = -1 - i;
+    m.e[i].index = 0xfffffff0u + static_cast<uint32_t>(i);  // wraps: any value is valid
     m.e[i].size = (1ull << 20) * (i + 1) + 3;
     m.e[i].addr = 0x7f0000001000ull + 0x100000ull * i;
     for (int k = 0; k < nrails; ++k) m.e[i].key[k] = 0x1111111111111111ull * (k + 1) + i;
@@ -185,11 +185,11 @@ TEST_CASE("a clear-to-send carries keys only for the rails in use", "[wire][cts]
       REQUIRE(decode_cts(w.b + 1, len, &d, &why));
       CHECK(d.h.n == n);
       CHECK(d.h.nrails == nrails);
-      CHECK(d.h.base == m.h.base);
       CHECK(d.h.slot == m.h.slot);
       CHECK(d.h.gen == m.h.gen);
       for (int i = 0; i < n; ++i) {
         CHECK(d.e[i].tag == m.e[i].tag);
+        CHECK(d.e[i].index == m.e[i].index);
         CHECK(d.e[i].size == m.e[i].size);
         CHECK(d.e[i].addr == m.e[i].addr);
         for (int k = 0; k < kMaxRails; ++k)
@@ -238,8 +238,8 @@ TEST_CASE("a malformed clear-to-send is refused", "[wire][cts]") {
   m.h.reserved = 1;
   refused(m, "reserved");
   m = good;
-  m.e[1].reserved = 7;
-  refused(m, "buffer 1");
+  m.h.reserved32 = 7;
+  refused(m, "reserved");
   m = good;
   m.e[0].addr = ~0ull - 10;  // addr + size wraps
   refused(m, "buffer 0");

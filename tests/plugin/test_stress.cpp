@@ -1,0 +1,187 @@
+// The plugin driven as NCCL's proxy thread drives it (nccl_driver.h), on every provider here and
+// on both protocols: the traffic of issue 15 and its variations. A failure prints its seed;
+// NF_STRESS_SEED=<seed> replays it, NF_STRESS_SEEDS=<n> runs more seeds per case.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "nccl_driver.h"
+
+using namespace nft;
+
+namespace {
+
+const char* const kProtocols[] = {"sendrecv", "rdma"};
+
+PairOptions pair_options(const std::string& provider, const char* protocol) {
+  PairOptions opt;
+  opt.provider = provider;
+  opt.comms = 0;  // the driver connects its own comms
+  opt.env = {{"NCCL_FABRIC_PROTOCOL", protocol}, {"FI_TCP_IFACE", "lo"}};
+  return opt;
+}
+
+bool run_two(const std::string& provider, const char* protocol, const DriverConfig& cfg,
+             const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  PairOptions opt = pair_options(provider, protocol);
+  for (const auto& kv : env) opt.env.push_back(kv);
+  std::string log;
+  const bool ok = run_pair(opt, [&](Side& s) { return drive_pair_side(s, cfg); }, &log);
+  if (!ok) {
+    UNSCOPED_INFO(provider << " / " << protocol << ": " << describe(cfg) << ": " << log
+                  << " (replay: NF_STRESS_SEED=" << cfg.seed << ")");
+  }
+  return ok;
+}
+
+bool run_mock(const char* protocol, const DriverConfig& cfg,
+              const std::vector<std::pair<std::string, std::string>>& faults) {
+  PairOptions opt = mock_options();
+  opt.env.push_back({"NCCL_FABRIC_PROTOCOL", protocol});
+  for (const auto& kv : faults) opt.env.push_back(kv);
+  std::string log;
+  const bool ok = run_single(opt, [&](nfc::NetPlugin& p) { return drive_single(p, cfg); }, &log);
+  if (!ok) {
+    std::string f;
+    for (const auto& kv : faults) f += " " + kv.first + "=" + kv.second;
+    UNSCOPED_INFO("mock /" << protocol << f << ": " << describe(cfg) << ": " << log
+                  << " (replay: NF_STRESS_SEED=" << cfg.seed << ")");
+  }
+  return ok;
+}
+
+// A variation drawn from the seed: comms 1..8 a direction (fewer with large slots), window 1..8,
+// grouped receives of 1..8 with distinct or repeated tags in another send order, the optional
+// completion hint, zero-byte messages (in the fixed sizes), registration per slot or for all,
+// re-registration between rounds.
+DriverConfig variation(uint64_t seed) {
+  DriverConfig c;
+  c.seed = seed;
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 12345;
+  auto pick = [&](uint64_t n) {
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 32;
+    return static_cast<int>(x % n);
+  };
+  c.window = 1 + pick(8);
+  c.group_max = 1 + pick(8);
+  c.group_fixed = pick(2) == 0;
+  c.tags = c.group_max == 1 ? TagMode::kRank : (pick(2) == 0 ? TagMode::kDistinct : TagMode::kRepeated);
+  c.shuffle_sends = pick(2) == 0;
+  // Keep memory modest: comms x window x group x slot.
+  c.slot_bytes = (1u << 20) + 4096;
+  c.max_random = 1u << 20;
+  c.comms_10 = 1 + pick(8);
+  c.comms_01 = 1 + pick(8);
+  c.messages = 16 + pick(17);
+  c.optional_hint = pick(2) == 0;
+  c.rounds = 1 + pick(3);
+  c.rereg = pick(2) == 0;
+  c.per_slot_reg = pick(3) == 0;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("stress: issue 15's traffic (3 comms, 8 in flight, 0 B..16 MiB) on tcp and shm, both protocols",
+          "[stress]") {
+  const int seeds = stress_seeds(2);
+  for (const std::string& prov : real_providers()) {
+    for (const char* proto : kProtocols) {
+      for (int k = 0; k < seeds; ++k) {
+        DriverConfig c;
+        c.seed = stress_seed(static_cast<uint64_t>(k + 1));
+        CHECK(run_two(prov, proto, c));
+      }
+    }
+  }
+}
+
+TEST_CASE("stress: variations (comms, windows, groups, tags, hint, registrations) on tcp and shm",
+          "[stress]") {
+  const int seeds = stress_seeds(8);
+  for (const std::string& prov : real_providers()) {
+    for (const char* proto : kProtocols) {
+      for (int k = 0; k < seeds; ++k) {
+        const DriverConfig c = variation(stress_seed(static_cast<uint64_t>(100 + k)));
+        CHECK(run_two(prov, proto, c));
+      }
+    }
+  }
+}
+
+TEST_CASE("stress: grouped receives, several groups in flight, eager and large members mixed",
+          "[stress]") {
+  for (const char* proto : kProtocols) {
+    for (TagMode t : {TagMode::kDistinct, TagMode::kRepeated}) {
+      DriverConfig c;
+      c.seed = stress_seed(7);
+      c.comms_10 = 2;
+      c.comms_01 = 2;
+      c.group_max = 8;
+      c.tags = t;
+      c.shuffle_sends = true;
+      c.slot_bytes = (1u << 20) + 4096;
+      c.max_random = 64u << 10;  // many eager-sized members among the large ones
+      c.messages = 64;
+      for (const std::string& prov : real_providers()) CHECK(run_two(prov, proto, c));
+    }
+  }
+}
+
+TEST_CASE("stress: the mock EFA provider with EAGAIN, delayed, reordered and split completions",
+          "[stress][mock]") {
+  const std::vector<std::vector<std::pair<std::string, std::string>>> faults = {
+      {},
+      {{"MOCKEFA_EAGAIN_EVERY", "3"}},
+      {{"MOCKEFA_CQ_DELAY", "3"}, {"MOCKEFA_CQ_REORDER", "1"}},
+      {{"MOCKEFA_WIRE_DELAY", "2"}, {"MOCKEFA_WIRE_REORDER", "1"}, {"MOCKEFA_LAND_CHUNK", "65536"}},
+      {{"MOCKEFA_EAGAIN_EVERY", "5"}, {"MOCKEFA_CQ_DELAY", "2"}, {"MOCKEFA_CQ_REORDER", "1"},
+       {"MOCKEFA_WIRE_DELAY", "1"}, {"MOCKEFA_WIRE_REORDER", "1"}, {"MOCKEFA_LAND_CHUNK", "262144"}},
+  };
+  const int seeds = stress_seeds(1);
+  for (const char* proto : kProtocols) {
+    for (size_t f = 0; f < faults.size(); ++f) {
+      for (int k = 0; k < seeds; ++k) {
+        DriverConfig c;
+        c.seed = stress_seed(static_cast<uint64_t>(200 + k + static_cast<int>(f)));
+        c.messages = 24;
+        CHECK(run_mock(proto, c, faults[f]));
+        DriverConfig v = variation(stress_seed(static_cast<uint64_t>(300 + k + static_cast<int>(f))));
+        v.comms_10 = 1 + v.comms_10 % 3;
+        v.comms_01 = 1 + v.comms_01 % 3;
+        std::vector<std::pair<std::string, std::string>> env = faults[f];
+        env.push_back({"MOCKEFA_SEED", std::to_string(v.seed)});
+        CHECK(run_mock(proto, v, env));
+      }
+    }
+  }
+}
+
+TEST_CASE("stress: a second thread registers and deregisters while data flows", "[stress][threads]") {
+  for (const char* proto : kProtocols) {
+    DriverConfig c;
+    c.seed = stress_seed(11);
+    c.reg_thread = true;
+    c.slot_bytes = (4u << 20) + 4096;
+    c.rounds = 2;
+    c.rereg = true;
+    CHECK(run_two("tcp;ofi_rxm", proto, c));
+    CHECK(run_mock(proto, c, {{"MOCKEFA_CQ_REORDER", "1"}}));
+  }
+}
+
+TEST_CASE("stress: scratch", "[.scratch]") {
+  const char* p = getenv("NF_PROTO") ? getenv("NF_PROTO") : "rdma";
+  const char* prov = getenv("NF_PROV") ? getenv("NF_PROV") : "tcp;ofi_rxm";
+  DriverConfig c;
+  c.seed = stress_seed(1);
+  c.timeout_ms = 15000;
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const char* k : {"NCCL_FABRIC_EAGER_MAX", "NCCL_FABRIC_WRITE_CHUNK", "NCCL_FABRIC_MAX_RECVS", "NCCL_DEBUG"})
+    if (getenv(k)) env.push_back({k, getenv(k)});
+  CHECK(run_two(prov, p, c, env));
+}
