@@ -263,7 +263,7 @@ Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, v
     return Status::kInternalError;
   }
   if (__builtin_expect(size > c->max_msg_size, 0)) {
-    NF_WARN("isend of %zu bytes to %s exceeds the provider's largest message (%llu bytes)", size,
+    NF_WARN("isend of %zu bytes to %s exceeds the largest message (maxP2pBytes: %llu bytes)", size,
             c->peer_name.c_str(), static_cast<unsigned long long>(c->max_msg_size));
     return Status::kInvalidUsage;
   }

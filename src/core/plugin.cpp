@@ -14,7 +14,7 @@
 namespace nf {
 namespace {
 
-constexpr uint64_t kMaxNetSize = 1ull << 40;  // NCCL_MAX_NET_SIZE_BYTES: NCCL refuses more
+constexpr uint64_t kMaxP2pBytes = kMaxMessageSize;
 
 // Process-wide: NCCL asks devices() once per process, so the table lives as long as the library.
 // Never destroyed: comms may outlive any context, and static destruction order at exit is not ours.
@@ -275,8 +275,10 @@ Status device_props(int dev, DeviceProps* out) {
   // Comms share one endpoint per context and device, so the provider's endpoint count is no bound.
   out->max_comms = 65536;
   out->max_recvs = d.max_recvs;
+  // What one isend may carry: the provider's largest message, and at most 1 GiB, because test()
+  // reports sizes as int and EFA writes at most 1 GiB at once (NCCL splits larger transfers).
   const uint64_t m = n.info->ep_attr->max_msg_size;
-  out->max_p2p_bytes = static_cast<size_t>(m == 0 || m > kMaxNetSize ? kMaxNetSize : m);
+  out->max_p2p_bytes = static_cast<size_t>(m == 0 || m > kMaxP2pBytes ? kMaxP2pBytes : m);
   out->max_coll_bytes = out->max_p2p_bytes;
   return Status::kOk;
 }

@@ -110,9 +110,16 @@ bool find_buffer(RdmaState& rd, int32_t tag, uint32_t index, Request** out, int*
   return false;
 }
 
-// Whether the receiver has yet to post buffer `index` of `tag` (indices wrap; a window of 2^31).
+// How far ahead of the receiver's posted buffers a sender may be (messages of one tag): an
+// eager message further ahead is not held (it would keep a bounce buffer forever) but refused.
+constexpr uint32_t kMaxAhead = 1u << 16;
+
+// Whether the receiver has yet to post buffer `index` of `tag` (indices wrap).
 bool not_posted_yet(RdmaState& rd, int32_t tag, uint32_t index) {
   return static_cast<int32_t>(index - rd.posted.count(tag)) >= 0;
+}
+bool too_far_ahead(RdmaState& rd, int32_t tag, uint32_t index) {
+  return index - rd.posted.count(tag) >= kMaxAhead;
 }
 
 // Eager message in bounce buffer b for buffer i of receive r.
@@ -151,7 +158,6 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
   m.h.version = kWireVersion;
   m.h.n = r->n;
   m.h.nrails = static_cast<uint8_t>(c.nrails);
-  m.h.reserved32 = 0;
   m.h.slot = static_cast<uint16_t>(r->slot);
   m.h.gen = r->gen;
   m.h.reserved = 0;
@@ -236,7 +242,8 @@ void on_notice(Comm& c, Request* b, const fi_cq_tagged_entry& e) {
   if (m.kind == kNoticeRts) {
     if (found) {
       cts_on_request(c, r);
-    } else if (not_posted_yet(rd, tag, index) && rd.n_rts < kPendingRts) {
+    } else if (not_posted_yet(rd, tag, index) && !too_far_ahead(rd, tag, index) &&
+               rd.n_rts < kPendingRts) {
       rd.rts[rd.n_rts++] = {tag, index};
     }
     return;
@@ -263,6 +270,11 @@ void on_eager(Request* b, const fi_cq_tagged_entry& e) {
     int i = 0;
     if (find_buffer(rd, tag, index, &r, &i)) {
       deliver_eager(r, i, b);
+    } else if (not_posted_yet(rd, tag, index) && too_far_ahead(rd, tag, index)) {
+      RDMA_LOG(c, "eager message %u of tag %d from %s is %u messages ahead of the receives "
+               "posted (at most %u): the connection fails", index, tag, c.peer_name.c_str(),
+               index - rd.posted.count(tag), kMaxAhead);
+      comm_fail(c, Status::kRemoteError, "a peer's message far ahead of every receive");
     } else if (not_posted_yet(rd, tag, index)) {
       // Its receive is not posted yet: the message waits in this bounce buffer.
       rd.held[rd.n_held++] = b;
@@ -308,14 +320,8 @@ bool check_cts(Comm& c, const void* buf, size_t len, CtsMsg* out, std::string* w
   }
   RdmaState& rd = *c.rdma;
   for (int i = 0; i < m.h.n; ++i) {
+    // A buffer larger than any message is fine (only the message's bytes are written).
     const CtsEntry& e = m.e[i];
-    if (e.size > c.max_msg_size) {
-      snprintf(text, sizeof(text), "buffer %d: %llu bytes, more than the largest message (%llu)",
-               i, static_cast<unsigned long long>(e.size),
-               static_cast<unsigned long long>(c.max_msg_size));
-      *why = text;
-      return false;
-    }
     if (static_cast<int32_t>(e.index - rd.sent.count(e.tag)) > (1 << 24)) {
       snprintf(text, sizeof(text), "buffer %d: index %u of tag %d is far ahead of this side's %u",
                i, e.index, e.tag, rd.sent.count(e.tag));
@@ -544,8 +550,8 @@ void rdma_on_cts_failed(Request* r, Status s) {
 
 void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   const Imm i = imm_decode(e.data);
-  if (i.reserved_set || i.slot >= sep.slot_req.size() || sep.slot_req[i.slot] == nullptr ||
-      (sep.slot_gen[i.slot] & 63u) != i.gen) {
+  if (i.slot >= sep.slot_req.size() || sep.slot_req[i.slot] == nullptr ||
+      (sep.slot_gen[i.slot] & kMaxGen) != i.gen) {
     NF_INFO(kSubsysNet, "a write with immediate data 0x%llx names no receive in progress "
             "(late, or not from this protocol): ignored",
             static_cast<unsigned long long>(e.data));
@@ -577,8 +583,8 @@ void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
 
 bool rdma_on_write_error(SharedEp& sep, const CqError& err) {
   const Imm i = imm_decode(err.data);
-  if (i.reserved_set || i.slot >= sep.slot_req.size() || sep.slot_req[i.slot] == nullptr ||
-      (sep.slot_gen[i.slot] & 63u) != i.gen)
+  if (i.slot >= sep.slot_req.size() || sep.slot_req[i.slot] == nullptr ||
+      (sep.slot_gen[i.slot] & kMaxGen) != i.gen)
     return false;
   Request* r = sep.slot_req[i.slot];
   Comm& c = *r->comm;

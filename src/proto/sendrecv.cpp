@@ -216,11 +216,17 @@ Status SharedEp::insert_rail_peer(int rail, const uint8_t* addr, size_t len, fi_
   return Status::kOk;
 }
 
+// A write names its receive by slot and generation. So that a late or duplicate write (of a
+// receive that failed or closed) can never be credited to another receive, a freed slot is reused
+// only after kSlotQuarantine other slots were handed out, and its generation has 9 bits: the
+// same (slot, generation) comes back only after 512 x 1024 receives on the endpoint.
+constexpr size_t kSlotQuarantine = 1024;
+
 Status SharedEp::alloc_slot(Request* r) {
   uint32_t s;
-  if (!free_slots.empty()) {
-    s = free_slots.back();
-    free_slots.pop_back();
+  if (free_slots.size() > kSlotQuarantine || (slot_req.size() >= kMaxSlots && !free_slots.empty())) {
+    s = free_slots.front();
+    free_slots.pop_front();
   } else if (slot_req.size() < kMaxSlots) {
     s = static_cast<uint32_t>(slot_req.size());
     slot_req.push_back(nullptr);
@@ -231,7 +237,7 @@ Status SharedEp::alloc_slot(Request* r) {
   }
   slot_req[s] = r;
   r->slot = s;
-  r->gen = static_cast<uint8_t>(slot_gen[s] & 63u);
+  r->gen = static_cast<uint16_t>(slot_gen[s] & kMaxGen);
   return Status::kOk;
 }
 
@@ -239,7 +245,7 @@ void SharedEp::free_slot(Request* r) {
   const uint32_t s = r->slot;
   if (s >= slot_req.size() || slot_req[s] != r) return;
   slot_req[s] = nullptr;
-  ++slot_gen[s];  // a late write for the old receive no longer matches
+  slot_gen[s] = static_cast<uint16_t>((slot_gen[s] + 1) & kMaxGen);  // a late write no longer matches
   free_slots.push_back(s);
 }
 
@@ -311,6 +317,7 @@ Comm::Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Para
   use_inject = p.get_bool(ParamId::kInject);
   inject_size = ep->domain().inject_size();
   max_msg_size = ep->domain().max_msg_size();
+  if (max_msg_size == 0 || max_msg_size > kMaxMessageSize) max_msg_size = kMaxMessageSize;
   max_write_size = static_cast<size_t>(max_msg_size < kMaxWriteSize ? max_msg_size : kMaxWriteSize);
 }
 
@@ -578,7 +585,9 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
   if (r == nullptr) return comm_progress(c);
   for (int i = 0; i < n; ++i) {
     r->bufs[i] = data[i];
-    r->caps[i] = sizes[i];
+    // No message is larger than max_msg_size: a larger buffer is posted as that much (EFA refuses
+    // a receive above its limit).
+    r->caps[i] = sizes[i] < c.max_msg_size ? sizes[i] : static_cast<size_t>(c.max_msg_size);
     r->descs[i] = mhs[i] != nullptr ? mhs[i]->reg.desc : nullptr;
     r->mhs[i] = mhs[i];
     r->tags[i] = data_tag(c.id, tags[i]);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,7 +70,7 @@ struct Request {
   // RDMA protocol. Receive: the completion slot its CTS announced, and per buffer the writes
   // expected and seen. Send: the rail and length of each posted write.
   uint32_t slot;
-  uint8_t gen;
+  uint16_t gen;
   uint8_t entries_left;     // buffers of the group not complete yet
   bool mrs_counted;         // holds a use of each buffer's registration until it stops taking writes
   uint32_t index[kMaxGroup];  // per buffer: its per-tag index (eager bounce: the message's, in [0])
@@ -146,7 +147,7 @@ struct TagCounts {
 // A group of receive buffers as a CTS announced it to the sender.
 struct SendGroup {
   uint8_t n;
-  uint8_t gen;
+  uint16_t gen;
   uint8_t used;   // bit i: entry i has been sent (written, or eagerly before the CTS came)
   uint16_t slot;
   CtsEntry e[kMaxCtsEntries];
@@ -215,8 +216,8 @@ struct SharedEp {
   std::unordered_map<std::string, fi_addr_t> rail_peers[kMaxRails - 1];
   // Completion slots of posted RDMA receives: the immediate data of a write names one.
   std::vector<Request*> slot_req;
-  std::vector<uint8_t> slot_gen;
-  std::vector<uint32_t> free_slots;
+  std::vector<uint16_t> slot_gen;
+  std::deque<uint32_t> free_slots;  // FIFO: a freed slot waits behind kSlotQuarantine others
   uint32_t next_id = 1;          // comm ids: 1 .. kMaxCommId
   Status failed = Status::kOk;   // sticky: the completion queue itself failed
   uint64_t stray_errors = 0;     // error completions that belonged to no operation

@@ -162,6 +162,10 @@ bool decode_proto(const ProtoInfo& p, size_t main_addr_len, std::string* why) {
                main_addr_len);
     return false;
   }
+  if (p.eager_max > kMaxEagerMax) {
+    *why = fmt("eager message size %llu above the protocol's bound (%llu)", p.eager_max, kMaxEagerMax);
+    return false;
+  }
   return true;
 }
 
@@ -256,8 +260,8 @@ bool decode_cts(const void* in, size_t len, CtsMsg* out, std::string* why) {
     *why = buf;
     return false;
   }
-  if (h.gen > 63 || h.reserved != 0 || h.reserved32 != 0) {
-    *why = fmt("generation %llu or reserved field %llu out of range", h.gen, h.reserved | h.reserved32);
+  if (h.gen > kMaxGen || h.reserved != 0) {
+    *why = fmt("generation %llu or reserved field %llu out of range", h.gen, h.reserved);
     return false;
   }
   const uint8_t* q = p + sizeof(h);

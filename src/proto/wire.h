@@ -56,8 +56,13 @@ static_assert(offsetof(WireHandle, addr) == 24, "wire layout");
 static_assert(offsetof(WireHandle, checksum) == 124, "wire layout");
 
 constexpr int kMaxRails = 4;
+// The largest eager message a receiver may announce (NCCL_FABRIC_EAGER_MAX's bound): a peer's
+// larger figure is refused in the handshake rather than trusted.
+constexpr uint32_t kMaxEagerMax = 65536;
 // The largest RMA write we post: EFA takes at most 1 GiB in one device write (efa-semantics.md).
 constexpr uint64_t kMaxWriteSize = 1ull << 30;
+// The largest message of one isend (maxP2pBytes): test() reports sizes as int.
+constexpr uint64_t kMaxMessageSize = 1ull << 30;
 constexpr uint32_t kProtoMagic = 0x544f5250u;
 constexpr uint8_t kProtoSendRecv = 0x1;  // protocol bits of ProtoInfo::protocols
 constexpr uint8_t kProtoRdma = 0x2;
@@ -164,14 +169,13 @@ struct CtsHeader {
   uint16_t version;
   uint8_t n;         // buffers in the group, 1..8
   uint8_t nrails;    // rails of the connection: keys per entry
-  uint32_t reserved32;  // 0 (wire version 2 had a sequence number here)
-  uint16_t slot;     // receiver's completion slot, echoed in every write's immediate data
-  uint8_t gen;       // the slot's generation (0..63), echoed too
-  uint8_t reserved;
+  uint32_t gen;      // the slot's generation (0..kMaxGen), echoed in every write's immediate data
+  uint16_t slot;     // receiver's completion slot, echoed too
+  uint16_t reserved;
 };
 static_assert(sizeof(CtsHeader) == 16, "wire layout");
-static_assert(offsetof(CtsHeader, n) == 6 && offsetof(CtsHeader, reserved32) == 8, "wire layout");
-static_assert(offsetof(CtsHeader, slot) == 12 && offsetof(CtsHeader, gen) == 14, "wire layout");
+static_assert(offsetof(CtsHeader, n) == 6 && offsetof(CtsHeader, gen) == 8, "wire layout");
+static_assert(offsetof(CtsHeader, slot) == 12 && offsetof(CtsHeader, reserved) == 14, "wire layout");
 
 // One buffer of a CTS as the plugin holds it (not a wire layout: on the wire only the first
 // nrails keys are present).
@@ -236,14 +240,16 @@ constexpr size_t kMinBounce = 64;
 // The remote CQ data of each RDMA write: 4 bytes (EFA's limit). Where the provider offers 8 bytes
 // of CQ data, the upper 4 carry the write's length, because fi_cq promises a length only for
 // receives (EFA reports it for writes too; tcp;ofi_rxm and shm do not).
+// Layout: slot (16 bits) | buffer of the group (3) | pieces - 1 (4) | slot generation (9).
 constexpr int kMaxChunks = 16;
 constexpr uint32_t kMaxSlots = 1u << 16;
+constexpr uint32_t kGenBits = 9;
+constexpr uint32_t kMaxGen = (1u << kGenBits) - 1;
 inline uint32_t imm_encode(uint32_t slot, uint32_t entry, uint32_t nchunks, uint32_t gen) {
-  return (slot & 0xffffu) | ((entry & 7u) << 16) | (((nchunks - 1) & 15u) << 19) | ((gen & 63u) << 23);
+  return (slot & 0xffffu) | ((entry & 7u) << 16) | (((nchunks - 1) & 15u) << 19) | ((gen & kMaxGen) << 23);
 }
 struct Imm {
   uint32_t slot, entry, nchunks, gen;
-  bool reserved_set;
 };
 inline Imm imm_decode(uint64_t data) {
   Imm i;
@@ -251,8 +257,7 @@ inline Imm imm_decode(uint64_t data) {
   i.slot = v & 0xffffu;
   i.entry = (v >> 16) & 7u;
   i.nchunks = ((v >> 19) & 15u) + 1;
-  i.gen = (v >> 23) & 63u;
-  i.reserved_set = (v >> 29) != 0;
+  i.gen = (v >> 23) & kMaxGen;
   return i;
 }
 

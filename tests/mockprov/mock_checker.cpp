@@ -358,7 +358,7 @@ MOCKEFA_EXPORT int mockefa_get_nic_info(int index, struct mockefa_nic_info* out)
 
 // An error completion that belongs to no operation (op_context NULL), as EFA reports some peer
 // failures: one into the receive CQ of every enabled endpoint. Returns how many were written.
-MOCKEFA_EXPORT int mockefa_inject_stray_error(int err, uint64_t flags, uint64_t data) {
+MOCKEFA_EXPORT int mockefa_inject_stray_error(int err, uint64_t flags, uint64_t data, uint64_t tag) {
   Lock lk(g().mu);
   int n = 0;
   for (auto& kv : g().eps_by_serial) {
@@ -370,6 +370,7 @@ MOCKEFA_EXPORT int mockefa_inject_stray_error(int err, uint64_t flags, uint64_t 
     e.prov_errno = err;
     e.flags = flags;
     e.data = data;
+    e.tag = tag;
     e.err_data = "injected error completion without an operation (mockefa_inject_stray_error)";
     complete_entry(ep, ep->rx_cq, std::move(e), true);
     ++n;

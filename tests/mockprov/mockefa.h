@@ -152,10 +152,10 @@ void mockefa_get_faults(struct mockefa_faults *out);
 /* Number of mock NICs (MOCKEFA_NDOMAINS, clamped to 1..32) and their facts. */
 int mockefa_num_nics(void);
 int mockefa_get_nic_info(int index, struct mockefa_nic_info *out); /* 0, or -1 if out of range */
-/* An error completion with op_context NULL (err and prov_errno = err, flags, data) into the receive
+/* An error completion with op_context NULL (err and prov_errno = err, flags, data, tag) into the receive
  * CQ of every endpoint open now, as EFA reports failures that belong to no operation. Returns how
  * many were written. */
-int mockefa_inject_stray_error(int err, uint64_t flags, uint64_t data);
+int mockefa_inject_stray_error(int err, uint64_t flags, uint64_t data, uint64_t tag);
 
 typedef void (*mockefa_get_counters_fn)(struct mockefa_counters *);
 typedef void (*mockefa_reset_counters_fn)(void);
@@ -166,7 +166,7 @@ typedef int (*mockefa_set_faults_all_fn)(const struct mockefa_faults *);
 typedef void (*mockefa_get_faults_fn)(struct mockefa_faults *);
 typedef int (*mockefa_num_nics_fn)(void);
 typedef int (*mockefa_get_nic_info_fn)(int, struct mockefa_nic_info *);
-typedef int (*mockefa_inject_stray_error_fn)(int, uint64_t, uint64_t);
+typedef int (*mockefa_inject_stray_error_fn)(int, uint64_t, uint64_t, uint64_t);
 
 struct mockefa_api {
 	void *handle; /* dlclose() it when done */

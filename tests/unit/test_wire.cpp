@@ -143,7 +143,7 @@ CtsMsg sample_cts(int n, int nrails) {
   m.h.n = static_cast<uint8_t>(n);
   m.h.nrails = static_cast<uint8_t>(nrails);
   m.h.slot = static_cast<uint16_t>(1000 + n);
-  m.h.gen = static_cast<uint8_t>(63 - nrails);
+  m.h.gen = kMaxGen - static_cast<uint32_t>(nrails);
   for (int i = 0; i < n; ++i) {
     m.e[i].tag = -1 - i;
     m.e[i].index = 0xfffffff0u + static_cast<uint32_t>(i);  // wraps: any value is valid
@@ -232,13 +232,10 @@ TEST_CASE("a malformed clear-to-send is refused", "[wire][cts]") {
   m.h.version = kWireVersion + 1;
   refused(m, "not a clear-to-send");
   m = good;
-  m.h.gen = 64;
+  m.h.gen = kMaxGen + 1;
   refused(m, "generation");
   m = good;
   m.h.reserved = 1;
-  refused(m, "reserved");
-  m = good;
-  m.h.reserved32 = 7;
   refused(m, "reserved");
   m = good;
   m.e[0].addr = ~0ull - 10;  // addr + size wraps
@@ -261,4 +258,36 @@ TEST_CASE("a malformed clear-to-send is refused", "[wire][cts]") {
   }
   CHECK_FALSE(decode_cts(w.b, 0, &d, &why));
   CHECK_FALSE(decode_cts(w.b, sizeof(CtsHeader) - 1, &d, &why));
+}
+
+TEST_CASE("a write's immediate data carries slot, buffer, pieces and a 9-bit generation", "[wire][imm]") {
+  for (uint32_t slot : {0u, 1u, 4097u, kMaxSlots - 1}) {
+    for (uint32_t entry = 0; entry < 8; ++entry) {
+      for (uint32_t n : {1u, 7u, static_cast<uint32_t>(kMaxChunks)}) {
+        for (uint32_t gen : {0u, 63u, 64u, 300u, kMaxGen}) {
+          const Imm i = imm_decode(imm_encode(slot, entry, n, gen));
+          CHECK(i.slot == slot);
+          CHECK(i.entry == entry);
+          CHECK(i.nchunks == n);
+          CHECK(i.gen == gen);
+        }
+      }
+    }
+  }
+  // The upper 32 bits (the length where CQ data has 8 bytes) never disturb the fields.
+  const Imm i = imm_decode((uint64_t{12345} << 32) | imm_encode(7, 3, 2, 500));
+  CHECK((i.slot == 7 && i.entry == 3 && i.nchunks == 2 && i.gen == 500));
+}
+
+TEST_CASE("a handshake announcing an eager size above the bound is refused", "[wire]") {
+  uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
+  ProtoInfo p;
+  std::string why;
+  encode_proto(kProtoRdma, 1, kMaxEagerMax, 16, rails, &p);
+  CHECK(decode_proto(p, 16, &why));
+  encode_proto(kProtoRdma, 1, kMaxEagerMax + 1, 16, rails, &p);
+  CHECK_FALSE(decode_proto(p, 16, &why));
+  CHECK(why.find("eager") != std::string::npos);
+  encode_proto(kProtoRdma, 1, 0xffffffffu, 16, rails, &p);
+  CHECK_FALSE(decode_proto(p, 16, &why));
 }

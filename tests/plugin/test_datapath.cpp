@@ -1,0 +1,333 @@
+// Regression tests for the data-path defects of issue 15, each on the mock EFA provider (whose
+// counters show registrations and endpoints as the provider sees them) unless it says otherwise.
+#include <catch2/catch.hpp>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "harness.h"
+
+using namespace nft;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* const kProtocols[] = {"sendrecv", "rdma"};
+
+PairOptions mock_with(const char* protocol, std::vector<std::pair<std::string, std::string>> env = {}) {
+  PairOptions opt = mock_options();
+  opt.env.push_back({"NCCL_FABRIC_PROTOCOL", protocol});
+  for (auto& kv : env) opt.env.push_back(kv);
+  return opt;
+}
+
+uint64_t open_mrs(mockefa_api& api) {
+  mockefa_counters c;
+  api.get_counters(&c);
+  return c.open_mrs;
+}
+
+// One message of `size` bytes from sc to rc, checked. Returns 0 or 1.
+int transfer(nfc::NetPlugin& p, void* sc, void* rc, std::vector<unsigned char>& sbuf,
+             std::vector<unsigned char>& rbuf, void* smh, void* rmh, size_t size, int msg) {
+  fill(sbuf.data(), size, 5, msg);
+  void* d[1] = {rbuf.data()};
+  size_t cap[1] = {rbuf.size()};
+  int tag[1] = {5};
+  void* m[1] = {rmh};
+  void* rr = nullptr;
+  void* sr = nullptr;
+  CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rr) == 0, "irecv");
+  CHILD_CHECK(post_send(p, sc, sbuf.data(), size, 5, smh, &sr) == 0, "isend");
+  std::vector<void*> reqs = {rr, sr};
+  std::vector<int> got;
+  CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer of %zu bytes", size);
+  CHILD_CHECK(static_cast<size_t>(got[0]) == size, "size %d", got[0]);
+  CHILD_CHECK(verify(rbuf.data(), size, 5, msg) == SIZE_MAX, "content");
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("deregMr right after a large (multi-write) send closes the registration at once",
+          "[plugin][mock][datapath]") {
+  for (const char* proto : kProtocols) {
+    std::string log;
+    INFO(proto);
+    CHECK(run_single(mock_with(proto), [](nfc::NetPlugin& p) {
+      mockefa_api api;
+      void* sc = nullptr;
+      void* rc = nullptr;
+      if (mock_pair(p, &api, &sc, &rc) != 0) return 1;
+      const size_t kSize = 16u << 20;  // 8 writes of 2 MiB on RDMA
+      std::vector<unsigned char> sbuf(kSize), rbuf(kSize);
+      const uint64_t before = open_mrs(api);
+      void* smh = nullptr;
+      void* rmh = nullptr;
+      CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kSize, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+      CHILD_CHECK(p.reg_mr(rc, rbuf.data(), kSize, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+      CHILD_CHECK(open_mrs(api) == before + 2, "two registrations, %llu", (unsigned long long)(open_mrs(api) - before));
+      for (int m = 0; m < 3; ++m)
+        if (transfer(p, sc, rc, sbuf, rbuf, smh, rmh, kSize - static_cast<size_t>(m) * 1000, m) != 0) return 1;
+      CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess, "deregMr");
+      CHILD_CHECK(open_mrs(api) == before + 1, "the send buffer's registration is still open after deregMr");
+      CHILD_CHECK(p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+      CHILD_CHECK(open_mrs(api) == before, "the receive buffer's registration is still open after deregMr");
+      CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+      dlclose(api.handle);
+      return 0;
+    }, &log));
+  }
+}
+
+TEST_CASE("RDMA: receives whose clear-to-send cannot be delivered fail, and irecv keeps working",
+          "[plugin][mock][rdma][datapath]") {
+  // Inject size 32: the CTS goes by fi_tsend and its failure comes back with its context.
+  std::string log;
+  CHECK(run_single(mock_with("rdma", {{"MOCKEFA_INJECT_SIZE", "32"}}), [](nfc::NetPlugin& p) {
+    mockefa_api api;
+    void* sc = nullptr;
+    void* rc = nullptr;
+    if (mock_pair(p, &api, &sc, &rc) != 0) return 1;
+    std::vector<unsigned char> rbuf(1u << 20);
+    void* rmh = nullptr;
+    CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+    mockefa_faults f;
+    api.get_faults(&f);
+    f.unreachable_after = 0;  // every send from now on fails: the peer is unreachable
+    CHILD_CHECK(api.set_faults_all(&f) >= 1, "faults not applied");
+    for (int k = 0; k < 40; ++k) {  // more than the 34 receives a comm may have active
+      void* d[1] = {rbuf.data()};
+      size_t cap[1] = {rbuf.size()};
+      int tag[1] = {1};
+      void* m[1] = {rmh};
+      void* rr = nullptr;
+      const auto start = Clock::now();
+      while (rr == nullptr) {
+        CHILD_CHECK(p.irecv(rc, 1, d, cap, tag, m, &rr) == ncclSuccess, "irecv %d refused", k);
+        CHILD_CHECK(Clock::now() - start < std::chrono::seconds(5),
+                    "irecv %d answers NULL for 5 s: failed receives were never retired", k);
+      }
+      const int r = wait_request(p, rr, nullptr, 10000);
+      CHILD_CHECK(r != 0 && r != -1, "receive %d whose CTS failed gave %d", k, r);
+    }
+    CHILD_CHECK(p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+    dlclose(api.handle);
+    return 0;
+  }, &log));
+}
+
+TEST_CASE("an error completion without an operation fails no more than what it names",
+          "[plugin][mock][datapath]") {
+  std::string log;
+  SECTION("one that names nothing: reported, every connection carries on") {
+    for (const char* proto : kProtocols) {
+      INFO(proto);
+      CHECK(run_single(mock_with(proto), [](nfc::NetPlugin& p) {
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        if (mock_pair(p, &api, &sc, &rc) != 0) return 1;
+        CHILD_CHECK(api.inject_stray_error != nullptr, "the mock lacks mockefa_inject_stray_error");
+        std::vector<unsigned char> sbuf(1u << 20), rbuf(1u << 20);
+        void* smh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+        CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+        CHILD_CHECK(api.inject_stray_error(FI_EIO, FI_RECV | FI_MSG, 0, 0) >= 1, "not injected");
+        for (int m = 0; m < 4; ++m)
+          if (transfer(p, sc, rc, sbuf, rbuf, smh, rmh, (1u << 20) - static_cast<size_t>(m), m) != 0) return 1;
+        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      }, &log));
+    }
+  }
+  SECTION("RDMA: a peer's failed write fails the receive it names, and only that one") {
+    CHECK(run_single(mock_with("rdma"), [](nfc::NetPlugin& p) {
+      mockefa_api api;
+      void* sc = nullptr;
+      void* rc = nullptr;
+      if (mock_pair(p, &api, &sc, &rc) != 0) return 1;
+      void* sc2 = nullptr;
+      void* rc2 = nullptr;
+      std::string err;
+      CHILD_CHECK(nfc::connect_pair(p, 0, &sc2, &rc2, kTimeoutMs, &err), "%s", err.c_str());
+      std::vector<unsigned char> sbuf(1u << 20), rbuf(1u << 20);
+      void* smh = nullptr;
+      void* rmh = nullptr;
+      void* smh2 = nullptr;
+      void* rmh2 = nullptr;
+      CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+      CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+      CHILD_CHECK(p.reg_mr(sc2, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh2) == ncclSuccess, "regMr");
+      CHILD_CHECK(p.reg_mr(rc2, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh2) == ncclSuccess, "regMr");
+      // The first RDMA receive of the endpoint takes slot 0, generation 0: immediate data 0 (one
+      // piece, buffer 0) names it.
+      void* d[1] = {rbuf.data()};
+      size_t cap[1] = {rbuf.size()};
+      int tag[1] = {5};
+      void* m[1] = {rmh};
+      void* rr = nullptr;
+      CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rr) == 0, "irecv");
+      CHILD_CHECK(api.inject_stray_error(FI_EIO, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, 0, 0) >= 1,
+                  "not injected");
+      const int r = wait_request(p, rr, nullptr, 10000);
+      CHILD_CHECK(r != 0 && r != -1, "the named receive gave %d", r);
+      // The other connection, and later messages on the first, still work.
+      if (transfer(p, sc2, rc2, sbuf, rbuf, smh2, rmh2, 300000, 1) != 0) return 1;
+      CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+      CHILD_CHECK(p.dereg_mr(sc2, smh2) == ncclSuccess && p.dereg_mr(rc2, rmh2) == ncclSuccess, "deregMr");
+      CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+      CHILD_CHECK(p.close_send(sc2) == ncclSuccess && p.close_recv(rc2) == ncclSuccess, "close");
+      dlclose(api.handle);
+      return 0;
+    }, &log));
+  }
+  SECTION("a failed injected send fails the connections to its peer: pending and later requests") {
+    for (const char* proto : kProtocols) {
+      INFO(proto);
+      CHECK(run_single(mock_with(proto), [](nfc::NetPlugin& p) {
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        if (mock_pair(p, &api, &sc, &rc) != 0) return 1;
+        std::vector<unsigned char> rbuf(4096);
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+        void* d[1] = {rbuf.data()};
+        size_t cap[1] = {rbuf.size()};
+        int tag[1] = {5};
+        void* m[1] = {rmh};
+        void* rr = nullptr;
+        CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rr) == 0, "irecv");
+        // A failed inject towards the recv comm (mock_pair: the listen comm's id 1, which the recv
+        // comm takes over); its tag carries that id in bits 32..59. The mock reports it without
+        // a context, as EFA does for injected sends.
+        CHILD_CHECK(api.inject_stray_error(FI_EHOSTUNREACH, FI_SEND | FI_TAGGED, 0, 1ull << 32) >= 1,
+                    "inject");
+        const int r = wait_request(p, rr, nullptr, 10000);
+        CHILD_CHECK(r != 0 && r != -1, "the pending receive gave %d", r);
+        char byte = 0;
+        void* sr = nullptr;
+        CHILD_CHECK(p.isend(sc, &byte, 1, 5, nullptr, &sr) != ncclSuccess, "a later isend was accepted");
+        CHILD_CHECK(p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      }, &log));
+    }
+  }
+}
+
+TEST_CASE("a comm closed with operations in flight is freed once the provider gives them back",
+          "[plugin][mock][datapath]") {
+  for (const char* proto : kProtocols) {
+    INFO(proto);
+    std::string log;
+    // Every operation spends 1000 progress passes on the wire: more than the two closes wait (64 each).
+    CHECK(run_single(mock_with(proto, {{"MOCKEFA_WIRE_DELAY", "1000"}}), [](nfc::NetPlugin& p) {
+      mockefa_api api;
+      void* sc2 = nullptr;
+      void* rc2 = nullptr;
+      if (mock_pair(p, &api, &sc2, &rc2) != 0) return 1;
+      std::vector<unsigned char> sbuf(65536), rbuf(65536);
+      void* smh2 = nullptr;
+      void* rmh2 = nullptr;
+      CHILD_CHECK(p.reg_mr(sc2, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh2) == ncclSuccess, "regMr");
+      CHILD_CHECK(p.reg_mr(rc2, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh2) == ncclSuccess, "regMr");
+      const uint64_t baseline = open_mrs(api);
+      void* sc = nullptr;
+      void* rc = nullptr;
+      std::string err;
+      CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "%s", err.c_str());
+      {
+        std::vector<unsigned char> s(65536), r(65536);
+        void* smh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sc, s.data(), s.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+        CHILD_CHECK(p.reg_mr(rc, r.data(), r.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+        void* d[1] = {r.data()};
+        size_t cap[1] = {r.size()};
+        int tag[1] = {3};
+        void* m[1] = {rmh};
+        void* rr = nullptr;
+        void* sr = nullptr;
+        CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rr) == 0, "irecv");
+        // Above the inject size (4096), so the send stays in flight (an inject would not).
+        CHILD_CHECK(post_send(p, sc, s.data(), 6000, 3, smh, &sr) == 0, "isend");
+        // Torn down at once, as after an abort: deregister, close; the buffers stay alive here
+        // (this test is about the provider's memory, not about writes after close).
+        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        CHILD_CHECK(open_mrs(api) > baseline, "nothing was left in flight: the test proves nothing");
+        // The other connection keeps the endpoint progressing; the closed one's memory must go.
+        const auto start = Clock::now();
+        int msg = 0;
+        while (open_mrs(api) > baseline) {
+          if (transfer(p, sc2, rc2, sbuf, rbuf, smh2, rmh2, 100, msg++) != 0) return 1;
+          CHILD_CHECK(Clock::now() - start < std::chrono::seconds(20),
+                      "%llu registrations of the closed comm are still open after its operations ended",
+                      static_cast<unsigned long long>(open_mrs(api) - baseline));
+        }
+      }
+      CHILD_CHECK(p.dereg_mr(sc2, smh2) == ncclSuccess && p.dereg_mr(rc2, rmh2) == ncclSuccess, "deregMr");
+      CHILD_CHECK(p.close_send(sc2) == ncclSuccess && p.close_recv(rc2) == ncclSuccess, "close");
+      dlclose(api.handle);
+      return 0;
+    }, &log));
+  }
+}
+
+TEST_CASE("maxP2pBytes is what one isend can carry; above it isend refuses", "[plugin][mock][datapath]") {
+  std::string log;
+  for (const char* proto : kProtocols) {
+    INFO(proto);
+    CHECK(run_single(mock_with(proto, {{"MOCKEFA_MAX_MSG_SIZE", "1048576"}, {"NCCL_FABRIC_WRITE_CHUNK", "0"}}),
+                     [](nfc::NetPlugin& p) {
+      nfc::NetProps props;
+      CHILD_CHECK(p.properties(0, &props) == ncclSuccess, "getProperties");
+      CHILD_CHECK(props.max_p2p_bytes == (1u << 20), "maxP2pBytes %zu with a 1 MiB provider limit", props.max_p2p_bytes);
+      mockefa_api api;
+      void* sc = nullptr;
+      void* rc = nullptr;
+      if (mock_pair(p, &api, &sc, &rc) != 0) return 1;
+      api.reset_counters();
+      std::vector<unsigned char> sbuf((1u << 20) + 1), rbuf((1u << 20) + 1);
+      void* smh = nullptr;
+      void* rmh = nullptr;
+      CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+      CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+      if (transfer(p, sc, rc, sbuf, rbuf, smh, rmh, 1u << 20, 0) != 0) return 1;
+      void* sr = nullptr;
+      CHILD_CHECK(p.isend(sc, sbuf.data(), (1u << 20) + 1, 5, smh, &sr) != ncclSuccess && sr == nullptr,
+                  "a message above maxP2pBytes was accepted");
+      mockefa_counters c;
+      api.get_counters(&c);
+      CHILD_CHECK(c.violations_total == 0, "%llu violations", static_cast<unsigned long long>(c.violations_total));
+      CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+      CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+      dlclose(api.handle);
+      return 0;
+    }, &log));
+  }
+  for (const std::string& prov : real_providers()) {
+    PairOptions opt;
+    opt.provider = prov;
+    INFO(prov);
+    CHECK(run_single(opt, [](nfc::NetPlugin& p) {
+      nfc::NetProps props;
+      CHILD_CHECK(p.properties(0, &props) == ncclSuccess, "getProperties");
+      CHILD_CHECK(props.max_p2p_bytes > 0 && props.max_p2p_bytes <= (1u << 30), "maxP2pBytes %zu",
+                  props.max_p2p_bytes);
+      return 0;
+    }, &log));
+  }
+}
