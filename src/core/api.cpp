@@ -6,6 +6,7 @@
 #include "proto/connect.h"
 #include "proto/rdma.h"
 #include "proto/sendrecv.h"
+#include "util/clock.h"
 
 namespace nf {
 namespace api {
@@ -123,6 +124,16 @@ Status connect(void* ctx, int dev, void* handle, void** send_comm) {
     Comm* c = nullptr;
     {
       std::lock_guard<std::mutex> lock(p->mu);
+      // Connects NCCL stopped polling (an abort, a failed peer) would otherwise stay until the
+      // context goes, which for the v6-v10 default context is never: one past twice the connect
+      // timeout is abandoned, and closed here.
+      const uint64_t stale = 2ull * static_cast<uint64_t>(p->params.get_int(ParamId::kConnectTimeout)) *
+                             1000000000ull;
+      const uint64_t now = now_ns();
+      for (auto it = p->pending.begin(); it != p->pending.end();) {
+        if (it->first != handle && now - it->second->started_ns > stale) it = p->pending.erase(it);
+        else ++it;
+      }
       auto it = p->pending.find(handle);
       // The same buffer with other contents is a new connect: the old one was abandoned.
       if (it != p->pending.end() &&

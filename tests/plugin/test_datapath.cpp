@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -330,4 +331,100 @@ TEST_CASE("maxP2pBytes is what one isend can carry; above it isend refuses", "[p
       return 0;
     }, &log));
   }
+}
+
+TEST_CASE("a connect NCCL stopped polling is closed once it is past twice the connect timeout",
+          "[plugin][mock][datapath]") {
+  std::string log;
+  CHECK(run_single(mock_with("rdma", {{"NCCL_FABRIC_CONNECT_TIMEOUT", "1"}}), [](nfc::NetPlugin& p) {
+    mockefa_api api;
+    void* sc = nullptr;
+    void* rc = nullptr;
+    if (mock_pair(p, &api, &sc, &rc) != 0) return 1;  // loads the API; the endpoint exists
+    // A listener nobody accepts on: the connect stays pending (its handshake buffer registered).
+    char h1[NCCL_NET_HANDLE_MAXSIZE] = {};
+    char h2[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void* l1 = nullptr;
+    void* l2 = nullptr;
+    CHILD_CHECK(p.listen(0, h1, &l1) == ncclSuccess && p.listen(0, h2, &l2) == ncclSuccess, "listen");
+    const uint64_t before = open_mrs(api);
+    void* c1 = nullptr;
+    CHILD_CHECK(p.connect(0, h1, &c1) == ncclSuccess && c1 == nullptr, "first connect call");
+    CHILD_CHECK(open_mrs(api) > before, "the pending connect registered nothing: the test proves nothing");
+    // Abandoned: never polled again. Past 2 s another connect's call sweeps it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+    void* c2 = nullptr;
+    CHILD_CHECK(p.connect(0, h2, &c2) == ncclSuccess, "second connect call");
+    const uint64_t with_second = open_mrs(api);
+    // Only the second connect's registration is left.
+    CHILD_CHECK(with_second - before == 1, "%llu registrations of pending connects open, expected 1",
+                static_cast<unsigned long long>(with_second - before));
+    CHILD_CHECK(p.close_listen(l1) == ncclSuccess && p.close_listen(l2) == ncclSuccess, "closeListen");
+    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+    dlclose(api.handle);
+    return 0;
+  }, &log));
+}
+
+TEST_CASE("RDMA: a late write for a receive that failed is never credited to a later receive",
+          "[plugin][mock][rdma][datapath]") {
+  std::string log;
+  CHECK(run_single(mock_with("rdma"), [](nfc::NetPlugin& p) {
+    mockefa_api api;
+    void* sc = nullptr;
+    void* rc = nullptr;
+    if (mock_pair(p, &api, &sc, &rc) != 0) return 1;
+    const size_t kSize = 65536;  // above eager_max: every receive sends a CTS and takes a slot
+    std::vector<unsigned char> sbuf(kSize), rbuf(kSize);
+    void* smh = nullptr;
+    void* rmh = nullptr;
+    CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kSize, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+    CHILD_CHECK(p.reg_mr(rc, rbuf.data(), kSize, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+    // Receive A takes slot 0, generation 0; a failed write naming it fails it.
+    void* d[1] = {rbuf.data()};
+    size_t cap[1] = {kSize};
+    int tag[1] = {4};
+    void* m[1] = {rmh};
+    void* ra = nullptr;
+    CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &ra) == 0, "irecv A");
+    CHILD_CHECK(api.inject_stray_error(FI_EIO, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, 0, 0) >= 1, "inject");
+    const int r = wait_request(p, ra, nullptr, 10000);
+    CHILD_CHECK(r != 0 && r != -1, "receive A gave %d", r);
+    // Its message still matches the sender's next message of tag 4; send it so both sides agree,
+    // then 70 more receives: with slots reused last-in first-out and a 6-bit generation, slot 0
+    // generation 0 would be handed out again by now.
+    {
+      void* sr = nullptr;
+      CHILD_CHECK(post_send(p, sc, sbuf.data(), kSize, 4, smh, &sr) == 0, "isend for A");
+      wait_request(p, sr, nullptr, 10000);
+    }
+    for (int k = 0; k < 70; ++k) {
+      fill(sbuf.data(), kSize, 5, k);
+      void* rr = nullptr;
+      void* sr = nullptr;
+      int t[1] = {4};
+      CHILD_CHECK(post_recv(p, rc, 1, d, cap, t, m, &rr) == 0, "irecv %d", k);
+      CHILD_CHECK(post_send(p, sc, sbuf.data(), kSize, 4, smh, &sr) == 0, "isend %d", k);
+      std::vector<void*> reqs = {rr, sr};
+      std::vector<int> got;
+      CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer %d", k);
+      CHILD_CHECK(verify(rbuf.data(), kSize, 5, k) == SIZE_MAX, "content %d", k);
+    }
+    // Receive Z, then A's write "arrives late" (again naming slot 0, generation 0): Z must not
+    // take it.
+    void* rz = nullptr;
+    CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rz) == 0, "irecv Z");
+    CHILD_CHECK(api.inject_stray_error(FI_EIO, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, 0, 0) >= 1, "inject");
+    fill(sbuf.data(), kSize, 5, 999);
+    void* sz = nullptr;
+    CHILD_CHECK(post_send(p, sc, sbuf.data(), kSize, 4, smh, &sz) == 0, "isend Z");
+    std::vector<void*> reqs = {rz, sz};
+    std::vector<int> got;
+    CHILD_CHECK(wait_all(p, reqs, &got) == 0, "receive Z was hit by the late write of receive A");
+    CHILD_CHECK(verify(rbuf.data(), kSize, 5, 999) == SIZE_MAX, "content of Z");
+    CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+    dlclose(api.handle);
+    return 0;
+  }, &log));
 }
