@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 #include <thread>
 #include <vector>
 
@@ -53,6 +54,24 @@ int transfer(nfc::NetPlugin& p, void* sc, void* rc, std::vector<unsigned char>& 
   return 0;
 }
 
+
+// Registers sbuf on sc and rbuf on rc.
+int reg_pair(nfc::NetPlugin& p, void* sc, void* rc, std::vector<unsigned char>& sbuf,
+             std::vector<unsigned char>& rbuf, void** smh, void** rmh) {
+  CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, smh) == ncclSuccess, "regMr send");
+  CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, rmh) == ncclSuccess, "regMr recv");
+  return 0;
+}
+
+// Deregisters (comm, mhandle) pairs, closes the pair, lets go of the mock's API.
+int finish(nfc::NetPlugin& p, mockefa_api& api, void* sc, void* rc,
+           std::initializer_list<std::pair<void*, void*>> mrs) {
+  for (const auto& m : mrs) CHILD_CHECK(p.dereg_mr(m.first, m.second) == ncclSuccess, "deregMr");
+  CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+  dlclose(api.handle);
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("deregMr right after a large (multi-write) send closes the registration at once",
@@ -79,9 +98,7 @@ TEST_CASE("deregMr right after a large (multi-write) send closes the registratio
       CHILD_CHECK(open_mrs(api) == before + 1, "the send buffer's registration is still open after deregMr");
       CHILD_CHECK(p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
       CHILD_CHECK(open_mrs(api) == before, "the receive buffer's registration is still open after deregMr");
-      CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-      dlclose(api.handle);
-      return 0;
+      return finish(p, api, sc, rc, {});
     }, &log));
   }
 }
@@ -117,10 +134,7 @@ TEST_CASE("RDMA: receives whose clear-to-send cannot be delivered fail, and irec
       const int r = wait_request(p, rr, nullptr, 10000);
       CHILD_CHECK(r != 0 && r != -1, "receive %d whose CTS failed gave %d", k, r);
     }
-    CHILD_CHECK(p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
-    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-    dlclose(api.handle);
-    return 0;
+    return finish(p, api, sc, rc, {{rc, rmh}});
   }, &log));
 }
 
@@ -139,15 +153,11 @@ TEST_CASE("an error completion without an operation fails no more than what it n
         std::vector<unsigned char> sbuf(1u << 20), rbuf(1u << 20);
         void* smh = nullptr;
         void* rmh = nullptr;
-        CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-        CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+        if (reg_pair(p, sc, rc, sbuf, rbuf, &smh, &rmh) != 0) return 1;
         CHILD_CHECK(api.inject_stray_error(FI_EIO, FI_RECV | FI_MSG, 0, 0) >= 1, "not injected");
         for (int m = 0; m < 4; ++m)
           if (transfer(p, sc, rc, sbuf, rbuf, smh, rmh, (1u << 20) - static_cast<size_t>(m), m) != 0) return 1;
-        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
-        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-        dlclose(api.handle);
-        return 0;
+        return finish(p, api, sc, rc, {{sc, smh}, {rc, rmh}});
       }, &log));
     }
   }
@@ -166,10 +176,8 @@ TEST_CASE("an error completion without an operation fails no more than what it n
       void* rmh = nullptr;
       void* smh2 = nullptr;
       void* rmh2 = nullptr;
-      CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-      CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
-      CHILD_CHECK(p.reg_mr(sc2, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh2) == ncclSuccess, "regMr");
-      CHILD_CHECK(p.reg_mr(rc2, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh2) == ncclSuccess, "regMr");
+      if (reg_pair(p, sc, rc, sbuf, rbuf, &smh, &rmh) != 0) return 1;
+      if (reg_pair(p, sc2, rc2, sbuf, rbuf, &smh2, &rmh2) != 0) return 1;
       // The first RDMA receive of the endpoint takes slot 0, generation 0: immediate data 0 (one
       // piece, buffer 0) names it.
       void* d[1] = {rbuf.data()};
@@ -184,12 +192,9 @@ TEST_CASE("an error completion without an operation fails no more than what it n
       CHILD_CHECK(r != 0 && r != -1, "the named receive gave %d", r);
       // The other connection, and later messages on the first, still work.
       if (transfer(p, sc2, rc2, sbuf, rbuf, smh2, rmh2, 300000, 1) != 0) return 1;
-      CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
       CHILD_CHECK(p.dereg_mr(sc2, smh2) == ncclSuccess && p.dereg_mr(rc2, rmh2) == ncclSuccess, "deregMr");
-      CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
       CHILD_CHECK(p.close_send(sc2) == ncclSuccess && p.close_recv(rc2) == ncclSuccess, "close");
-      dlclose(api.handle);
-      return 0;
+      return finish(p, api, sc, rc, {{sc, smh}, {rc, rmh}});
     }, &log));
   }
   SECTION("a failed injected send fails the connections to its peer: pending and later requests") {
@@ -219,10 +224,7 @@ TEST_CASE("an error completion without an operation fails no more than what it n
         char byte = 0;
         void* sr = nullptr;
         CHILD_CHECK(p.isend(sc, &byte, 1, 5, nullptr, &sr) != ncclSuccess, "a later isend was accepted");
-        CHILD_CHECK(p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
-        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-        dlclose(api.handle);
-        return 0;
+        return finish(p, api, sc, rc, {{rc, rmh}});
       }, &log));
     }
   }
@@ -242,8 +244,7 @@ TEST_CASE("a comm closed with operations in flight is freed once the provider gi
       std::vector<unsigned char> sbuf(65536), rbuf(65536);
       void* smh2 = nullptr;
       void* rmh2 = nullptr;
-      CHILD_CHECK(p.reg_mr(sc2, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh2) == ncclSuccess, "regMr");
-      CHILD_CHECK(p.reg_mr(rc2, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh2) == ncclSuccess, "regMr");
+      if (reg_pair(p, sc2, rc2, sbuf, rbuf, &smh2, &rmh2) != 0) return 1;
       const uint64_t baseline = open_mrs(api);
       void* sc = nullptr;
       void* rc = nullptr;
@@ -253,8 +254,7 @@ TEST_CASE("a comm closed with operations in flight is freed once the provider gi
         std::vector<unsigned char> s(65536), r(65536);
         void* smh = nullptr;
         void* rmh = nullptr;
-        CHILD_CHECK(p.reg_mr(sc, s.data(), s.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-        CHILD_CHECK(p.reg_mr(rc, r.data(), r.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+        if (reg_pair(p, sc, rc, s, r, &smh, &rmh) != 0) return 1;
         void* d[1] = {r.data()};
         size_t cap[1] = {r.size()};
         int tag[1] = {3};
@@ -279,10 +279,7 @@ TEST_CASE("a comm closed with operations in flight is freed once the provider gi
                       static_cast<unsigned long long>(open_mrs(api) - baseline));
         }
       }
-      CHILD_CHECK(p.dereg_mr(sc2, smh2) == ncclSuccess && p.dereg_mr(rc2, rmh2) == ncclSuccess, "deregMr");
-      CHILD_CHECK(p.close_send(sc2) == ncclSuccess && p.close_recv(rc2) == ncclSuccess, "close");
-      dlclose(api.handle);
-      return 0;
+      return finish(p, api, sc2, rc2, {{sc2, smh2}, {rc2, rmh2}});
     }, &log));
   }
 }
@@ -304,8 +301,7 @@ TEST_CASE("maxP2pBytes is what one isend can carry; above it isend refuses", "[p
       std::vector<unsigned char> sbuf((1u << 20) + 1), rbuf((1u << 20) + 1);
       void* smh = nullptr;
       void* rmh = nullptr;
-      CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-      CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+      if (reg_pair(p, sc, rc, sbuf, rbuf, &smh, &rmh) != 0) return 1;
       if (transfer(p, sc, rc, sbuf, rbuf, smh, rmh, 1u << 20, 0) != 0) return 1;
       void* sr = nullptr;
       CHILD_CHECK(p.isend(sc, sbuf.data(), (1u << 20) + 1, 5, smh, &sr) != ncclSuccess && sr == nullptr,
@@ -313,10 +309,7 @@ TEST_CASE("maxP2pBytes is what one isend can carry; above it isend refuses", "[p
       mockefa_counters c;
       api.get_counters(&c);
       CHILD_CHECK(c.violations_total == 0, "%llu violations", static_cast<unsigned long long>(c.violations_total));
-      CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
-      CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-      dlclose(api.handle);
-      return 0;
+      return finish(p, api, sc, rc, {{sc, smh}, {rc, rmh}});
     }, &log));
   }
   for (const std::string& prov : real_providers()) {
@@ -360,9 +353,7 @@ TEST_CASE("a connect NCCL stopped polling is closed once it is past twice the co
     CHILD_CHECK(with_second - before == 1, "%llu registrations of pending connects open, expected 1",
                 static_cast<unsigned long long>(with_second - before));
     CHILD_CHECK(p.close_listen(l1) == ncclSuccess && p.close_listen(l2) == ncclSuccess, "closeListen");
-    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-    dlclose(api.handle);
-    return 0;
+    return finish(p, api, sc, rc, {});
   }, &log));
 }
 
@@ -378,8 +369,7 @@ TEST_CASE("RDMA: a late write for a receive that failed is never credited to a l
     std::vector<unsigned char> sbuf(kSize), rbuf(kSize);
     void* smh = nullptr;
     void* rmh = nullptr;
-    CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kSize, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-    CHILD_CHECK(p.reg_mr(rc, rbuf.data(), kSize, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+    if (reg_pair(p, sc, rc, sbuf, rbuf, &smh, &rmh) != 0) return 1;
     // Receive A takes slot 0, generation 0; a failed write naming it fails it.
     void* d[1] = {rbuf.data()};
     size_t cap[1] = {kSize};
@@ -422,9 +412,6 @@ TEST_CASE("RDMA: a late write for a receive that failed is never credited to a l
     std::vector<int> got;
     CHILD_CHECK(wait_all(p, reqs, &got) == 0, "receive Z was hit by the late write of receive A");
     CHILD_CHECK(verify(rbuf.data(), kSize, 5, 999) == SIZE_MAX, "content of Z");
-    CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
-    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-    dlclose(api.handle);
-    return 0;
+    return finish(p, api, sc, rc, {{sc, smh}, {rc, rmh}});
   }, &log));
 }
