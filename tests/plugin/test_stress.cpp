@@ -1,6 +1,7 @@
 // The plugin driven as NCCL's proxy thread drives it (nccl_driver.h), on every provider here and
 // on both protocols: the traffic of issue 15 and its variations. A failure prints its seed;
-// NF_STRESS_SEED=<seed> replays it, NF_STRESS_SEEDS=<n> runs more seeds per case.
+// NF_STRESS_SEED=<seed> replays it, NF_STRESS_SEEDS=<n> runs more seeds per case, NF_STRESS_ABI=<v>
+// loads the plugin through ncclNetPlugin_v<v> (6..11; default the newest).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -28,6 +29,7 @@ PairOptions pair_options(const std::string& provider, const char* protocol) {
 bool run_two(const std::string& provider, const char* protocol, const DriverConfig& cfg,
              const std::vector<std::pair<std::string, std::string>>& env = {}) {
   PairOptions opt = pair_options(provider, protocol);
+  if (const char* v = getenv("NF_STRESS_ABI")) opt.abi_version = atoi(v);  // 0: the newest
   for (const auto& kv : env) opt.env.push_back(kv);
   std::string log;
   const bool ok = run_pair(opt, [&](Side& s) { return drive_pair_side(s, cfg); }, &log);
