@@ -158,9 +158,13 @@ struct RdmaState {
   TagCounts sent;                // messages sent per tag
   SendGroup groups[kGroupRing];  // announced, not fully sent; unordered
   uint32_t g_count = 0;
-  bool rts_valid = false;        // the last RTS notice sent (a retried isend sends it once)
-  int32_t rts_tag = 0;
-  uint32_t rts_index = 0;
+  // The message an isend is waiting to see a CTS for (NCCL retries the same call), since when,
+  // and whether its RTS notice went (once, and only after kRtsDelayNs: a CTS usually comes first).
+  bool wait_valid = false;
+  int32_t wait_tag = 0;
+  uint32_t wait_index = 0;
+  uint64_t wait_since = 0;
+  bool rts_sent = false;
   std::unique_ptr<CtsWire[]> cts_rx;  // kCtsBufs
   MemReg cts_rx_reg;
   std::unique_ptr<NoticeMsg[]> notice_tx;  // the notices being sent (one per request)
