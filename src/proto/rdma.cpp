@@ -404,6 +404,7 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
   const uint64_t t = eager_tag(c.peer_id, tag);
   ssize_t rc;
   bool injected = false;
+  index += c.rdma->eager_skew;  // 0 but in tests
   if (can_inject(c, size, mh)) {
     rc = fi_tinjectdata(c.ep->ep(), data, size, index, c.peer, t);
     injected = rc == 0;
@@ -479,6 +480,7 @@ Status rdma_setup(Comm& c) {
   c.rdma.reset(new RdmaState());
   RdmaState& rd = *c.rdma;
   rd.cts_fault = parse_fault(c.params.get_str(ParamId::kTestCtsFault));
+  rd.eager_skew = c.params.get_str(ParamId::kTestEagerFault) == "ahead" ? 1u << 20 : 0;
   rd.min_chunk = static_cast<size_t>(c.params.get_int(ParamId::kMinChunk));
   rd.write_chunk = static_cast<size_t>(c.params.get_int(ParamId::kWriteChunk));
   if (c.role == CommRole::kSend) {

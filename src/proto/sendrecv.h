@@ -193,6 +193,7 @@ struct RdmaState {
   Status error = Status::kOk;        // a CTS broke the protocol: every later isend fails
   int warned = 0;
   int cts_fault = 0;                 // NCCL_FABRIC_TEST_CTS_FAULT
+  uint32_t eager_skew = 0;           // NCCL_FABRIC_TEST_EAGER_FAULT=ahead: added to eager indices
   size_t min_chunk = 65536;
   size_t write_chunk = 512 << 10;     // NCCL_FABRIC_WRITE_CHUNK (0: one write per rail)
 };

@@ -87,12 +87,16 @@ const ParamDef kDefs[kParamCount] = {
      "link speed of each NIC in Mb/s, reported to NCCL (a device of several NICs reports their "
      "sum); 0 takes the provider's or the OS's figure, else the platform row's (EFA), else a "
      "per-provider default (EFA and verbs 100000, shm 100000, others 10000)"},
+    {ParamId::kTestEagerFault, "NCCL_FABRIC_TEST_EAGER_FAULT", ParamType::kString, "none", 0, 0,
+     "testing only: ahead makes the sender number every eager message 2^20 further than it is, "
+     "so tests can show the receiver refuses a message far ahead of its receives"},
 };
 
 // String parameters that take one of a fixed set of values.
 const char* const* choices_of(ParamId id) {
   static const char* const kProtocols[] = {"auto", "sendrecv", "rdma", nullptr};
   static const char* const kCtsFaults[] = {"none", "size", "count", "addr", "key", nullptr};
+  static const char* const kEagerFaults[] = {"none", "ahead", nullptr};
   static const char* const kGdrModes[] = {"auto", "off", "require", nullptr};
   static const char* const kDmabufModes[] = {"auto", "off", nullptr};
   static const char* const kTunerModes[] = {"auto", "model", "rules", "off", nullptr};
@@ -102,6 +106,7 @@ const char* const* choices_of(ParamId id) {
     case ParamId::kDmabuf: return kDmabufModes;
     case ParamId::kProtocol: return kProtocols;
     case ParamId::kTestCtsFault: return kCtsFaults;
+    case ParamId::kTestEagerFault: return kEagerFaults;
     default: return nullptr;
   }
 }

@@ -38,6 +38,7 @@ enum class ParamId : int {
   kTunerDump,
   kTunerNetLatency,
   kSpeed,
+  kTestEagerFault,
   kCount
 };
 

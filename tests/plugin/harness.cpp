@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <unistd.h>
 
 #if defined(__has_feature)
@@ -34,6 +35,22 @@ int child_exit_code(int rc) {
 }
 
 using Clock = std::chrono::steady_clock;
+
+// libfabric's shm names its region after the process id (/dev/shm/<pid>:0:0) and removes it when
+// the endpoint closes. A child that was killed, or that used an ABI before v11 (no finalize: the
+// endpoint lives until _exit), leaves it behind, and a later process that gets the same pid (CI
+// forks thousands) fails fi_enable with -FI_EBUSY. The parent removes what its children left.
+void remove_shm_of(int pid) {
+  if (pid <= 0) return;
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return;
+  const std::string prefix = std::to_string(pid) + ":";
+  while (dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
+      unlink((std::string("/dev/shm/") + e->d_name).c_str());
+  }
+  closedir(d);
+}
 
 bool expired(Clock::time_point start, int timeout_ms) {
   return Clock::now() - start > std::chrono::milliseconds(timeout_ms);
@@ -250,6 +267,8 @@ bool run_pair(const PairOptions& opt, const std::function<int(Side&)>& body, std
   a = nfc::Oob();  // the parent closes its copy: a dead child then ends the other's waits
   const int rc0 = pid0 > 0 ? nfc::wait_child(pid0, kTimeoutMs * 2) : -1;
   const int rc1 = pid1 > 0 ? nfc::wait_child(pid1, kTimeoutMs * 2) : -1;
+  remove_shm_of(pid0);
+  remove_shm_of(pid1);
   if (rc0 != 0 || rc1 != 0) {
     *log = "provider '" + opt.provider + "' abi v" + std::to_string(opt.abi_version) +
            ": rank 0 exit " + std::to_string(rc0) + ", rank 1 exit " + std::to_string(rc1);
@@ -271,6 +290,7 @@ bool run_single(const PairOptions& opt, const std::function<int(nfc::NetPlugin&)
     _exit(child_exit_code(rc));
   }
   int rc = pid > 0 ? nfc::wait_child(pid, kTimeoutMs * 2) : -1;
+  remove_shm_of(pid);
   if (rc != 0) {
     *log = "provider '" + opt.provider + "': child exit " + std::to_string(rc);
     return false;

@@ -415,3 +415,31 @@ TEST_CASE("RDMA: a late write for a receive that failed is never credited to a l
     return finish(p, api, sc, rc, {{sc, smh}, {rc, rmh}});
   }, &log));
 }
+
+TEST_CASE("RDMA: an eager message far ahead of every receive fails the connection, not hold a buffer",
+          "[plugin][mock][rdma][datapath]") {
+  std::string log;
+  CHECK(run_single(mock_with("rdma", {{"NCCL_FABRIC_TEST_EAGER_FAULT", "ahead"}}), [](nfc::NetPlugin& p) {
+    mockefa_api api;
+    void* sc = nullptr;
+    void* rc = nullptr;
+    if (mock_pair(p, &api, &sc, &rc) != 0) return 1;
+    std::vector<unsigned char> sbuf(4096), rbuf(4096);
+    void* smh = nullptr;
+    void* rmh = nullptr;
+    if (reg_pair(p, sc, rc, sbuf, rbuf, &smh, &rmh) != 0) return 1;
+    // The sender numbers its first eager message 2^20 instead of 0.
+    void* d[1] = {rbuf.data()};
+    size_t cap[1] = {rbuf.size()};
+    int tag[1] = {2};
+    void* m[1] = {rmh};
+    void* rr = nullptr;
+    void* sr = nullptr;
+    CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rr) == 0, "irecv");
+    CHILD_CHECK(post_send(p, sc, sbuf.data(), 100, 2, smh, &sr) == 0, "isend");
+    wait_request(p, sr, nullptr, 5000);
+    const int r = wait_request(p, rr, nullptr, 10000);
+    CHILD_CHECK(r != 0 && r != -1, "the receive gave %d for a message 2^20 ahead", r);
+    return finish(p, api, sc, rc, {{sc, smh}, {rc, rmh}});
+  }, &log));
+}
