@@ -34,18 +34,26 @@ uint64_t open_mrs(mockefa_api& api) {
   return c.open_mrs;
 }
 
+// Posts one receive of all of rbuf on rc, then a send of `size` bytes of sbuf on sc, with `tag`.
+int post_both(nfc::NetPlugin& p, void* sc, void* rc, std::vector<unsigned char>& sbuf,
+              std::vector<unsigned char>& rbuf, void* smh, void* rmh, size_t size, int tag,
+              void** rr, void** sr) {
+  void* d[1] = {rbuf.data()};
+  size_t cap[1] = {rbuf.size()};
+  int t[1] = {tag};
+  void* m[1] = {rmh};
+  CHILD_CHECK(post_recv(p, rc, 1, d, cap, t, m, rr) == 0, "irecv");
+  CHILD_CHECK(post_send(p, sc, sbuf.data(), size, tag, smh, sr) == 0, "isend");
+  return 0;
+}
+
 // One message of `size` bytes from sc to rc, checked. Returns 0 or 1.
 int transfer(nfc::NetPlugin& p, void* sc, void* rc, std::vector<unsigned char>& sbuf,
              std::vector<unsigned char>& rbuf, void* smh, void* rmh, size_t size, int msg) {
   fill(sbuf.data(), size, 5, msg);
-  void* d[1] = {rbuf.data()};
-  size_t cap[1] = {rbuf.size()};
-  int tag[1] = {5};
-  void* m[1] = {rmh};
   void* rr = nullptr;
   void* sr = nullptr;
-  CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rr) == 0, "irecv");
-  CHILD_CHECK(post_send(p, sc, sbuf.data(), size, 5, smh, &sr) == 0, "isend");
+  if (post_both(p, sc, rc, sbuf, rbuf, smh, rmh, size, 5, &rr, &sr) != 0) return 1;
   std::vector<void*> reqs = {rr, sr};
   std::vector<int> got;
   CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer of %zu bytes", size);
@@ -255,15 +263,10 @@ TEST_CASE("a comm closed with operations in flight is freed once the provider gi
         void* smh = nullptr;
         void* rmh = nullptr;
         if (reg_pair(p, sc, rc, s, r, &smh, &rmh) != 0) return 1;
-        void* d[1] = {r.data()};
-        size_t cap[1] = {r.size()};
-        int tag[1] = {3};
-        void* m[1] = {rmh};
         void* rr = nullptr;
         void* sr = nullptr;
-        CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rr) == 0, "irecv");
         // Above the inject size (4096), so the send stays in flight (an inject would not).
-        CHILD_CHECK(post_send(p, sc, s.data(), 6000, 3, smh, &sr) == 0, "isend");
+        if (post_both(p, sc, rc, s, r, smh, rmh, 6000, 3, &rr, &sr) != 0) return 1;
         // Torn down at once, as after an abort: deregister, close; the buffers stay alive here
         // (this test is about the provider's memory, not about writes after close).
         CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
@@ -429,14 +432,9 @@ TEST_CASE("RDMA: an eager message far ahead of every receive fails the connectio
     void* rmh = nullptr;
     if (reg_pair(p, sc, rc, sbuf, rbuf, &smh, &rmh) != 0) return 1;
     // The sender numbers its first eager message 2^20 instead of 0.
-    void* d[1] = {rbuf.data()};
-    size_t cap[1] = {rbuf.size()};
-    int tag[1] = {2};
-    void* m[1] = {rmh};
     void* rr = nullptr;
     void* sr = nullptr;
-    CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rr) == 0, "irecv");
-    CHILD_CHECK(post_send(p, sc, sbuf.data(), 100, 2, smh, &sr) == 0, "isend");
+    if (post_both(p, sc, rc, sbuf, rbuf, smh, rmh, 100, 2, &rr, &sr) != 0) return 1;
     wait_request(p, sr, nullptr, 5000);
     const int r = wait_request(p, rr, nullptr, 10000);
     CHILD_CHECK(r != 0 && r != -1, "the receive gave %d for a message 2^20 ahead", r);
