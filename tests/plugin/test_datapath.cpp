@@ -441,3 +441,28 @@ TEST_CASE("RDMA: an eager message far ahead of every receive fails the connectio
     return finish(p, api, sc, rc, {{sc, smh}, {rc, rmh}});
   }, &log));
 }
+
+TEST_CASE("a second accept on a listen comm is refused with an error, not a hang or a crash",
+          "[plugin][mock][datapath]") {
+  std::string log;
+  CHECK(run_single(mock_with("rdma"), [](nfc::NetPlugin& p) {
+    char h[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void* l = nullptr;
+    CHILD_CHECK(p.listen(0, h, &l) == ncclSuccess && l != nullptr, "listen");
+    void* sc = nullptr;
+    void* rc = nullptr;
+    const auto start = Clock::now();
+    while (sc == nullptr || rc == nullptr) {
+      if (sc == nullptr) CHILD_CHECK(p.connect(0, h, &sc) == ncclSuccess, "connect");
+      if (rc == nullptr) CHILD_CHECK(p.accept(l, &rc) == ncclSuccess, "accept");
+      CHILD_CHECK(Clock::now() - start < std::chrono::seconds(20), "connection setup");
+    }
+    // One listen comm makes one connection (docs/protocol.md, "Connection handshake").
+    void* again = reinterpret_cast<void*>(0xdead);
+    CHILD_CHECK(p.accept(l, &again) != ncclSuccess, "a second accept on one listen comm succeeded");
+    CHILD_CHECK(again == nullptr, "the refused accept left %p in its comm", again);
+    CHILD_CHECK(p.close_listen(l) == ncclSuccess, "closeListen");
+    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+    return 0;
+  }, &log));
+}

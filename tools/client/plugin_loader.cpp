@@ -115,7 +115,11 @@ const char* NetPlugin::name() const { return as<ncclNet_v6_t>(table_)->name; }
 
 ncclResult_t NetPlugin::init() {
   switch (version_) {
-    case 11: return as<ncclNet_v11_t>(table_)->init(&ctx_, 0x1234, nullptr, stderr_logger, nullptr);
+    case 11:
+      // NCCL always passes a config (trafficClass undefined unless the application set one);
+      // plugins may read it without a NULL check (the reference plugin does).
+      config_.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+      return as<ncclNet_v11_t>(table_)->init(&ctx_, 0x1234, &config_, stderr_logger, nullptr);
     case 10: return as<ncclNet_v10_t>(table_)->init(stderr_logger, nullptr);
     default: break;
   }

@@ -68,6 +68,7 @@ class NetPlugin {
   const void* table_ = nullptr;
   int version_ = 0;
   void* ctx_ = nullptr;
+  ncclNetCommConfig_v11_t config_{};  // what v11 init gets: it must outlive the context
 };
 
 // A logger with ncclDebugLogger_t's shape that prints like NCCL does (honours NCCL_DEBUG).
