@@ -104,6 +104,25 @@ TEST_CASE("stress: issue 15's traffic (3 comms, 8 in flight, 0 B..16 MiB) on tcp
   }
 }
 
+TEST_CASE("stress: issue 15's traffic through ncclNetPlugin_v9 and _v8 (one default context, no finalize)",
+          "[stress][abi]") {
+  // NCCL before 2.27 loads v8-v10: one context for the process, and (v8) the optional-completion
+  // hint cleared by the shim, int sizes. The driver's sizes stay below 2 GiB.
+  for (int abi : {9, 8}) {
+    for (const std::string& prov : real_providers()) {
+      DriverConfig c;
+      c.seed = stress_seed(static_cast<uint64_t>(40 + abi));
+      c.messages = 16;
+      c.optional_hint = abi >= 9;
+      PairOptions opt = pair_options(prov, "rdma");
+      opt.abi_version = abi;
+      std::string log;
+      INFO(prov << " v" << abi << ": " << describe(c));
+      CHECK(run_pair(opt, [&](Side& s) { return drive_pair_side(s, c); }, &log));
+    }
+  }
+}
+
 TEST_CASE("stress: variations (comms, windows, groups, tags, hint, registrations) on tcp and shm",
           "[stress]") {
   const int seeds = stress_seeds(8);
