@@ -14,8 +14,6 @@
 namespace nf {
 namespace {
 
-constexpr uint64_t kMaxP2pBytes = kMaxMessageSize;
-
 // Process-wide: NCCL asks devices() once per process, so the table lives as long as the library.
 // Never destroyed: comms may outlive any context, and static destruction order at exit is not ours.
 struct Devices {
@@ -277,8 +275,7 @@ Status device_props(int dev, DeviceProps* out) {
   out->max_recvs = d.max_recvs;
   // What one isend may carry: the provider's largest message, and at most 1 GiB, because test()
   // reports sizes as int and EFA writes at most 1 GiB at once (NCCL splits larger transfers).
-  const uint64_t m = n.info->ep_attr->max_msg_size;
-  out->max_p2p_bytes = static_cast<size_t>(m == 0 || m > kMaxP2pBytes ? kMaxP2pBytes : m);
+  out->max_p2p_bytes = static_cast<size_t>(message_limit(n.info->ep_attr->max_msg_size));
   out->max_coll_bytes = out->max_p2p_bytes;
   return Status::kOk;
 }
@@ -337,6 +334,13 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   auto& sep = ctx.eps[static_cast<size_t>(dev)];
   if (!sep) {
     NF_CHECK(shared_ep_open(doms, &sep));
+    // libfabric 1.x's shm cannot fail a tagged receive that is too small: it spins inside
+    // fi_cq_read (CMA) or drops the message. SENDRECV leaves that check to the provider.
+    if (out->offered == kProtoSendRecv && out->provider == "shm" && FI_MAJOR(fi_version()) < 2)
+      NF_WARN("device %d (%s): SENDRECV on libfabric %u.%u's shm: a message larger than the "
+              "receive NCCL posted for it hangs inside the provider instead of failing; the RDMA "
+              "protocol (NCCL_FABRIC_PROTOCOL=auto) checks sizes itself", dev, name.c_str(),
+              FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
     NF_INFO(kSubsysNet, "device %d (%s): protocol %s (NCCL_FABRIC_PROTOCOL=%s; %s), %d rail(s)",
             dev, name.c_str(), out->offered & kProtoRdma ? "RDMA" : "SENDRECV", want.c_str(),
             !rma_note.empty() ? rma_note.c_str()

@@ -393,78 +393,68 @@ void mark_sent(RdmaState& rd, SendGroup* g, int i) {
 // once, 15-20 % at 2 MiB). At 100 ms it is at most ten small messages a second per connection.
 constexpr uint64_t kRtsDelayNs = 100000000;
 
-// One eager message: fi_tinjectdata / fi_tsenddata to the receiver's bounce buffers, the message's
-// per-tag index as CQ data. *out stays NULL when the provider pushed back.
+// Posts request r (taken by the caller): `size` bytes to the receiver's bounce buffers (an eager
+// message or a notice), tag t, the message's per-tag index as CQ data; fi_tinjectdata when `inject`
+// (done at once), else fi_tsenddata. On failure r goes back to the pool and *posted stays false
+// (-FI_EAGAIN: not an error; NCCL calls again).
+Status post_bounce(Comm& c, Request* r, const void* data, size_t size, void* desc, bool inject,
+                   uint64_t t, uint32_t index, bool* posted) {
+  *posted = false;
+  r->sizes[0] = size;
+  ssize_t rc = inject ? fi_tinjectdata(c.ep->ep(), data, size, index, c.peer, t)
+                      : fi_tsenddata(c.ep->ep(), data, size, desc, index, c.peer, t, &r->ops[0]);
+  if (rc != 0) {
+    request_release(r);
+    if (rc == -FI_EAGAIN) return comm_progress(c);
+    return fi_fail(inject ? "fi_tinjectdata(eager)" : "fi_tsenddata(eager)", static_cast<int>(rc),
+                   c.peer_name.c_str());
+  }
+  if (inject) {
+    r->state = ReqState::kDone;
+  } else {
+    r->posted = 1;
+    r->in_flight = 1;
+  }
+  *posted = true;
+  return Status::kOk;
+}
+
+// One eager message of NCCL's. *out stays NULL when the provider pushed back.
 Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint32_t index,
                   Request** out) {
   *out = nullptr;
   Request* r = take_request(c, ReqType::kSend, 1);
   if (r == nullptr) return comm_progress(c);
-  r->sizes[0] = size;
-  const uint64_t t = eager_tag(c.peer_id, tag);
-  ssize_t rc;
-  bool injected = false;
-  index += c.rdma->eager_skew;  // 0 but in tests
-  if (can_inject(c, size, mh)) {
-    rc = fi_tinjectdata(c.ep->ep(), data, size, index, c.peer, t);
-    injected = rc == 0;
-  } else {
-    void* desc = mh != nullptr ? mh->reg.desc : nullptr;
-    rc = fi_tsenddata(c.ep->ep(), data, size, desc, index, c.peer, t, &r->ops[0]);
-  }
-  if (rc != 0) {
-    request_release(r);
-    if (rc == -FI_EAGAIN) return comm_progress(c);
-    return fi_fail("fi_tsenddata(eager)", static_cast<int>(rc), c.peer_name.c_str());
-  }
-  if (injected) {
-    r->state = ReqState::kDone;
-  } else {
-    r->posted = 1;
-    r->in_flight = 1;
-    if (mh != nullptr) {
-      r->mhs[0] = mh;
-      mh->uses.fetch_add(1, std::memory_order_relaxed);
-    }
+  const bool inject = can_inject(c, size, mh);
+  bool posted = false;
+  NF_CHECK(post_bounce(c, r, data, size, mh != nullptr ? mh->reg.desc : nullptr, inject,
+                       eager_tag(c.peer_id, tag), index + c.rdma->eager_skew, &posted));
+  if (!posted) return Status::kOk;
+  if (!inject && mh != nullptr) {
+    r->mhs[0] = mh;  // released by complete_op
+    mh->uses.fetch_add(1, std::memory_order_relaxed);
   }
   *out = r;
   return Status::kOk;
 }
 
-// A notice to the receiver about message `index` of `tag` (NoticeMsg). *posted false on
-// -FI_EAGAIN: the caller hands NCCL a NULL request and this is tried again on the retried call.
+// A notice to the receiver about message `index` of `tag` (NoticeMsg), from the buffer that
+// belongs to its request. *posted false on -FI_EAGAIN: the caller hands NCCL a NULL request and
+// this is tried again on the retried call. Nobody tests a notice: its request goes back to the
+// pool when it completes.
 Status send_notice(Comm& c, int tag, uint32_t index, uint32_t kind, size_t size, bool* posted) {
   *posted = false;
-  RdmaState& rd = *c.rdma;
   Request* r = take_request(c, ReqType::kSend, 1);
   if (r == nullptr) return comm_progress(c);
-  NoticeMsg& m = rd.notice_tx[c.pool->index_of(r)];
+  NoticeMsg& m = c.rdma->notice_tx[c.pool->index_of(r)];
   m.magic = kNoticeMagic;
   m.kind = kind;
   m.size = size;
-  const uint64_t t = eager_tag(c.peer_id, tag) | kTagNoticeBit;
-  ssize_t rc;
-  if (c.use_inject && sizeof(m) <= c.inject_size) {
-    rc = fi_tinjectdata(c.ep->ep(), &m, sizeof(m), index, c.peer, t);
-    if (rc == 0) {
-      r->state = ReqState::kDone;
-      request_release(r);
-    }
-  } else {
-    rc = fi_tsenddata(c.ep->ep(), &m, sizeof(m), rd.notice_tx_reg.desc, index, c.peer, t, &r->ops[0]);
-    if (rc == 0) {
-      r->posted = 1;
-      r->in_flight = 1;
-      request_release(r);  // nobody tests it: back to the pool when it completes
-    }
-  }
-  if (rc == 0) {
-    *posted = true;
-    return Status::kOk;
-  }
-  request_release(r);
-  if (rc == -FI_EAGAIN) return comm_progress(c);
-  return fi_fail("fi_tsenddata(notice)", static_cast<int>(rc), c.peer_name.c_str());
+  NF_CHECK(post_bounce(c, r, &m, sizeof(m), c.rdma->notice_tx_reg.desc,
+                       c.use_inject && sizeof(m) <= c.inject_size,
+                       eager_tag(c.peer_id, tag) | kTagNoticeBit, index, posted));
+  if (*posted) request_release(r);
+  return Status::kOk;
 }
 
 Status alloc_registered(Comm& c, size_t bytes, MemReg* reg, bool remote, uint8_t** out) {

@@ -316,8 +316,7 @@ Comm::Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Para
   cq_batch = static_cast<int>(p.get_int(ParamId::kCqBatch));
   use_inject = p.get_bool(ParamId::kInject);
   inject_size = ep->domain().inject_size();
-  max_msg_size = ep->domain().max_msg_size();
-  if (max_msg_size == 0 || max_msg_size > kMaxMessageSize) max_msg_size = kMaxMessageSize;
+  max_msg_size = message_limit(ep->domain().max_msg_size());  // what getProperties promised
   max_write_size = static_cast<size_t>(max_msg_size < kMaxWriteSize ? max_msg_size : kMaxWriteSize);
 }
 
@@ -362,9 +361,11 @@ Comm::~Comm() {
       });
     }
     if (busy) {
-      // The provider still holds some of our operations: their memory lives on with the endpoint.
-      NF_INFO(kSubsysNet, "comm with %s closed with operations still in the provider; their "
-              "buffers are kept until the endpoint closes", peer_name.c_str());
+      // The provider still holds some of our operations: their memory lives on until it gives
+      // them back (SharedEp::sweep_zombies).
+      NF_INFO(kSubsysNet, "comm with %s closed with operations still in the provider; its own "
+              "buffers and registrations are kept until the provider gives the last one back",
+              peer_name.c_str());
       std::unique_ptr<Zombie> zp(new Zombie());
       Zombie& z = *zp;
       pool->for_each([&z](Request* r) {
@@ -440,6 +441,34 @@ void request_release(Request* r) {
   c->pool->put(r);
 }
 
+namespace {
+
+// An error completion that belongs to no operation of ours fails what it names, and only that:
+// - a peer's write that failed to land (remote CQ data): the receive its immediate names;
+// - one of our sends that reports no completion (an injected one): its tag names the peer comm it
+//   went to, and the path to that peer process failed, so every connection with it fails;
+// - anything else: reported once per endpoint; no comm is failed.
+void route_stray_error(SharedEp& sep, const CqError& err) {
+  if ((err.flags & FI_REMOTE_CQ_DATA) && rdma_on_write_error(sep, err)) return;
+  if ((err.flags & FI_SEND) && (err.flags & FI_TAGGED)) {
+    const uint32_t to = static_cast<uint32_t>(err.tag >> 32) & kMaxCommId;
+    bool any = false;
+    for (Comm* named : sep.comms) {
+      if (named->role == CommRole::kListen || named->peer_id != to) continue;
+      any = true;
+      for (Comm* o : sep.comms)
+        if (o->role != CommRole::kListen && o->peer == named->peer)
+          comm_fail(*o, status_for_cq_error(err.err), err.text.c_str());
+    }
+    if (any) return;
+  }
+  if (sep.stray_errors++ == 0)
+    NF_WARN("an error completion that belongs to no operation of this process (flags 0x%llx): %s; "
+            "no comm is failed for it", static_cast<unsigned long long>(err.flags), err.text.c_str());
+}
+
+}  // namespace
+
 Status comm_progress(Comm& c) {
   SharedEp& sep = *c.sep;
   if (!ok(sep.failed)) return sep.failed;
@@ -456,29 +485,7 @@ Status comm_progress(Comm& c) {
           continue;
         }
         if (err.entry) {
-          // An error that belongs to no operation of ours: a peer's write that failed to land
-          // fails the receive it names; anything else is reported and concerns no comm we can
-          // name. Either way the other comms of the endpoint carry on.
-          if ((err.flags & FI_REMOTE_CQ_DATA) && rdma_on_write_error(sep, err)) continue;
-          // One of our sends that reports no completion (an injected one) failed: its tag names
-          // the peer comm it went to; the connections to that comm fail, not the endpoint.
-          // A path to that peer failed: every connection with the same peer process fails.
-          if ((err.flags & FI_SEND) && (err.flags & FI_TAGGED)) {
-            const uint32_t to = static_cast<uint32_t>(err.tag >> 32) & kMaxCommId;
-            std::vector<fi_addr_t> peers;
-            for (Comm* o : sep.comms)
-              if (o->role != CommRole::kListen && o->peer_id == to) peers.push_back(o->peer);
-            for (Comm* o : sep.comms) {
-              if (o->role == CommRole::kListen) continue;
-              for (fi_addr_t a : peers)
-                if (o->peer == a) comm_fail(*o, status_for_cq_error(err.err), err.text.c_str());
-            }
-            if (!peers.empty()) continue;
-          }
-          if (sep.stray_errors++ == 0)
-            NF_WARN("an error completion that belongs to no operation of this process (flags "
-                    "0x%llx): %s; no comm is failed for it", static_cast<unsigned long long>(err.flags),
-                    err.text.c_str());
+          route_stray_error(sep, err);
           continue;
         }
         // The queue itself failed: every comm of the endpoint is affected, whoever polled it.

@@ -63,6 +63,10 @@ constexpr uint32_t kMaxEagerMax = 65536;
 constexpr uint64_t kMaxWriteSize = 1ull << 30;
 // The largest message of one isend (maxP2pBytes): test() reports sizes as int.
 constexpr uint64_t kMaxMessageSize = 1ull << 30;
+// What one isend may carry on a provider whose largest message is `provider_max` (0: no limit).
+inline uint64_t message_limit(uint64_t provider_max) {
+  return provider_max == 0 || provider_max > kMaxMessageSize ? kMaxMessageSize : provider_max;
+}
 constexpr uint32_t kProtoMagic = 0x544f5250u;
 constexpr uint8_t kProtoSendRecv = 0x1;  // protocol bits of ProtoInfo::protocols
 constexpr uint8_t kProtoRdma = 0x2;
