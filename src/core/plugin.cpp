@@ -333,7 +333,7 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   if (ctx.eps.size() < ndev) ctx.eps.resize(ndev);
   auto& sep = ctx.eps[static_cast<size_t>(dev)];
   if (!sep) {
-    NF_CHECK(shared_ep_open(doms, &sep));
+    NF_CHECK(shared_ep_open(doms, ctx.params, &sep));
     // libfabric 1.x's shm cannot fail a tagged receive that is too small: it spins inside
     // fi_cq_read (CMA) or drops the message. SENDRECV leaves that check to the provider.
     if (out->offered == kProtoSendRecv && out->provider == "shm" && FI_MAJOR(fi_version()) < 2)

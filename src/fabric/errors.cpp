@@ -1,5 +1,6 @@
 #include "fabric/errors.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -92,6 +93,9 @@ const char* fi_error_hint(int err) {
     case FI_ECONNABORTED:
     case FI_ETIMEDOUT:
     case FI_EHOSTDOWN:
+    case FI_ENOTCONN:
+    case FI_ESHUTDOWN:
+    case FI_ENETDOWN:
       return "the peer cannot be reached or went away; check that it is alive and, on EFA, that "
              "the security group allows all traffic to and from itself";
     case FI_ETRUNC:
@@ -141,9 +145,33 @@ Status status_for_cq_error(int err) {
     case FI_ECONNABORTED:
     case FI_EHOSTDOWN:
     case FI_ESHUTDOWN:
+    case FI_ENOTCONN:
+    case FI_ETIMEDOUT:
+    case FI_ENETDOWN:
       return Status::kRemoteError;
     default:
       return Status::kSystemError;
+  }
+}
+
+bool is_connection_error(int err, int prov_errno) {
+  if (err < 0) err = -err;
+  if (status_for_cq_error(err) == Status::kRemoteError) return true;
+  // Providers that report FI_EIO/FI_EOTHER with the socket's errno underneath (tcp, rxm).
+  if (prov_errno < 0) prov_errno = -prov_errno;
+  switch (prov_errno) {
+    case ECONNRESET:
+    case ECONNREFUSED:
+    case ECONNABORTED:
+    case ENOTCONN:
+    case EPIPE:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ENETDOWN:
+      return err == FI_EIO || err == FI_EOTHER || err == FI_ECANCELED;
+    default:
+      return false;
   }
 }
 

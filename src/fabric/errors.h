@@ -27,5 +27,8 @@ std::string cq_error_text(struct fid_cq* cq, const struct fi_cq_err_entry& e);
 
 // Status for an error completion's err: the peer's fault, ours, or the user's.
 Status status_for_cq_error(int err);
+// Whether an error completion says the path to the peer is gone (reset, refused, unreachable,
+// timed out, not connected, cancelled by the provider): every connection with that peer fails.
+bool is_connection_error(int err, int prov_errno);
 
 }  // namespace nf

@@ -424,6 +424,7 @@ int Endpoint::read(fi_cq_tagged_entry* entries, int max, CqError* err) {
     ssize_t r2 = fi_cq_readerr(cq_, &e, 0);
     if (r2 == 1) {
       err->err = e.err != 0 ? e.err : FI_EOTHER;
+      err->prov_errno = e.prov_errno;
       err->op_context = e.op_context;
       err->text = cq_error_text(cq_, e);
       err->entry = true;

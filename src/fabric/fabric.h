@@ -150,6 +150,7 @@ void deregister_memory(MemReg* reg);
 // What a poll of the completion queue found.
 struct CqError {
   int err = 0;          // positive FI_E*
+  int prov_errno = 0;   // the provider's own code (tcp and rxm: the socket's errno)
   void* op_context = nullptr;
   std::string text;
   bool entry = false;   // an error completion (fi_cq_readerr), not a failure of the queue itself

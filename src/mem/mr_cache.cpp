@@ -12,6 +12,9 @@ constexpr uintptr_t kPage = 4096;
 MrCache* mr_cache_create(Domain* dom) { return new MrCache(dom); }
 void mr_cache_destroy(MrCache* c) { delete c; }
 void mr_cache_release(MrEntry* e) { e->owner->release(e); }
+void mr_cache_retire(MrEntry* e) {
+  if (e != nullptr && e->owner != nullptr) e->owner->retire(e);
+}
 
 MrCache::~MrCache() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -150,6 +153,12 @@ void MrCache::release(MrEntry* e) {
   }
   e->last_use = ++clock_;
   trim(limit_);
+}
+
+void MrCache::retire(MrEntry* e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!e->stale) ++stats_.stale;
+  e->stale = true;
 }
 
 }  // namespace nf

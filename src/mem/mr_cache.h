@@ -47,6 +47,10 @@ class MrCache {
   Status acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_access, const PtrInfo& info,
                  const MemSpec& spec, MemReg* out);
   void release(MrEntry* e);
+  // NCCL deregistered the memory while the provider still uses it (it is about to be freed): the
+  // entry is never handed out again, so that memory mapped later at the same address is
+  // registered afresh rather than sharing a registration of the old pages.
+  void retire(MrEntry* e);
 
   // Entries kept (held and idle); 0 turns sharing off. Applies from the next acquire.
   void set_limit(size_t n);
@@ -72,5 +76,6 @@ class MrCache {
 MrCache* mr_cache_create(Domain* dom);
 void mr_cache_destroy(MrCache* c);
 void mr_cache_release(MrEntry* e);
+void mr_cache_retire(MrEntry* e);
 
 }  // namespace nf

@@ -559,6 +559,7 @@ void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   }
   Request* r = sep.slot_req[i.slot];
   Comm& c = *r->comm;
+  ++c.events;
   const size_t len = sep.wide_imm ? static_cast<size_t>(e.data >> 32) : e.len;
   const char* bad = nullptr;
   if (i.entry >= r->n) bad = "names a buffer the receive does not have";

@@ -2,12 +2,15 @@
 
 #include <climits>
 #include <cstring>
+#include <thread>
 
 #include <rdma/fi_errno.h>
 
 #include "fabric/errors.h"
 #include "mem/mr_cache.h"
+#include "proto/liveness.h"
 #include "proto/rdma.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace nf {
@@ -19,8 +22,15 @@ constexpr size_t kPersistentRequests = kEagerBufs > kCtsBufs ? kEagerBufs : kCts
 constexpr size_t kCtrlRequests = 2;
 // Completion queue entries of a shared endpoint (rxm and shm queue what does not fit).
 constexpr size_t kSharedCqSize = 16384;
-// Progress passes a closing comm makes to reap its cancelled receives and its last sends.
-constexpr int kClosePasses = 64;
+// A closing comm waits for the provider to give back its operations for at most half of
+// NCCL_FABRIC_PEER_TIMEOUT (this when probing is off): a live peer completes them in
+// milliseconds, and a dead one is found by the probes in that time or soon after. When its
+// connection had failed already (nothing more will arrive), it waits for this long.
+constexpr uint64_t kCloseWaitNoProbeNs = 5000000000ull;
+constexpr uint64_t kCloseWaitFailedNs = 100000000ull;
+// A closing comm takes what its peer still sends into its posted receives until nothing arrived
+// for this long (a peer that closed, or never sends, leaves them empty).
+constexpr uint64_t kCloseQuietNs = 200000000ull;
 
 }  // namespace
 
@@ -113,6 +123,10 @@ Status post_deferred(Comm& c) {
 }
 
 void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
+  if (is_probe_op(op)) {
+    live_on_completion(sep, op, e, nullptr);
+    return;
+  }
   Request* r = op->req;
   const uint32_t idx = op->index;
   if (r->type == ReqType::kSend && r->op_len[idx] != 0) {
@@ -126,6 +140,7 @@ void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
     return;
   }
   const size_t len = e != nullptr ? e->len : 0;
+  ++r->comm->events;
   if (r->type == ReqType::kEagerRecv || r->type == ReqType::kCtsRecv) {
     --r->in_flight;
     r->posted = 0;
@@ -150,6 +165,10 @@ void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
 }
 
 void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
+  if (is_probe_op(op)) {
+    live_on_completion(sep, op, nullptr, &err);
+    return;
+  }
   Request* r = op->req;
   if (r->zombie) {
     complete_op(sep, op, nullptr);
@@ -163,14 +182,24 @@ void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
     complete_op(sep, op, nullptr);
     return;
   }
-  const Status s = status_for_cq_error(err.err);
+  const bool conn = is_connection_error(err.err, err.prov_errno);
+  const Status s = conn ? Status::kRemoteError : status_for_cq_error(err.err);
   const char* hint = fi_error_hint(err.err);
-  // One WARN per comm says what happened; a dead peer fails every request, the rest is INFO.
-  const LogLevel level = c.errors_logged++ == 0 ? LogLevel::kWarn : LogLevel::kInfo;
-  log_message(level, kSubsysNet, __FILE__, __LINE__, "%s to/from %s failed: %s%s%s",
-          r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ? "send" : "receive",
+  const char* what = r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ? "send" : "receive";
+  // One WARN per comm says what happened, the rest is INFO.
+  const LogLevel level = c.errors_logged++ == 0 && !conn ? LogLevel::kWarn : LogLevel::kInfo;
+  log_message(level, kSubsysNet, __FILE__, __LINE__, "%s to/from %s failed: %s%s%s", what,
           c.peer_name.empty() ? "peer" : c.peer_name.c_str(), err.text.c_str(),
           hint[0] ? "; " : "", hint);
+  if (conn && c.peer != FI_ADDR_UNSPEC) {
+    // The path to the peer is gone: every connection with it fails, not only this request.
+    peer_failed(sep, c.peer, Status::kRemoteError,
+                std::string("a ") + what + " failed with " + err.text);
+  } else if (err.err != FI_ETRUNC && err.err != FI_EMSGSIZE) {
+    // Any other provider error breaks this connection (a message may be lost): every pending and
+    // later request of it fails. A message larger than its receive fails that receive only.
+    comm_fail(c, s, err.text.c_str());
+  }
   if (r->type == ReqType::kEagerRecv || r->type == ReqType::kCtsRecv) {
     --r->in_flight;
     r->posted = 0;
@@ -283,7 +312,44 @@ void SharedEp::sweep_zombies() {
   }
 }
 
+namespace {
+
+// Endpoints that still held operations of closed comms when their context went: never closed.
+struct KeptEndpoints {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Endpoint>> eps;
+  std::vector<std::unique_ptr<Zombie>> zombies;
+  std::vector<std::unique_ptr<Liveness>> live;
+};
+KeptEndpoints& kept_endpoints() {
+  static KeptEndpoints* k = new KeptEndpoints();  // never destroyed: lives until the process ends
+  return *k;
+}
+
+}  // namespace
+
 SharedEp::~SharedEp() {
+  keeper_remove(this);
+  sweep_zombies();
+  if (!zombies.empty()) {
+    // Closing an endpoint under operations a failed connection left in it is where libfabric
+    // 1.x's rxm crashes; and a provider that still holds an operation may still write into its
+    // buffer. So the endpoint, and every buffer those operations may touch, stays as it is.
+    int ops = 0;
+    for (auto& z : zombies) ops += z->in_flight;
+    NF_WARN("finalize: %d operation(s) of closed comms are still in the provider; their endpoint "
+            "and buffers are left open until the process exits, rather than closed under them",
+            ops);
+    KeptEndpoints& k = kept_endpoints();
+    std::lock_guard<std::mutex> lock(k.mu);
+    for (auto& e : more) k.eps.push_back(std::move(e));
+    k.eps.push_back(std::move(ep));
+    for (auto& z : zombies) k.zombies.push_back(std::move(z));
+    if (live) k.live.push_back(std::move(live));
+    more.clear();
+    zombies.clear();
+    return;
+  }
   // The endpoints first: closing them drops every operation still in flight; only then may the
   // memory the zombies kept go. Their domains (and registration caches) stay until then.
   std::vector<std::shared_ptr<Domain>> doms;
@@ -291,13 +357,13 @@ SharedEp::~SharedEp() {
   for (auto& e : more) doms.push_back(e->domain_ptr());
   more.clear();
   ep.reset();
-  for (auto& z : zombies) free_zombie(*z);
-  zombies.clear();
+  live_teardown(*this);
 }
 
-Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms,
+Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms, const Params& params,
                       std::shared_ptr<SharedEp>* out) {
   std::shared_ptr<SharedEp> s(new SharedEp());
+  s->cq_batch = static_cast<int>(params.get_int(ParamId::kCqBatch));
   NF_CHECK(Endpoint::open(doms[0], kSharedCqSize, &s->ep));
   for (size_t r = 1; r < doms.size() && r < static_cast<size_t>(kMaxRails); ++r) {
     std::unique_ptr<Endpoint> e;
@@ -306,6 +372,8 @@ Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms,
   }
   s->nrails = 1 + static_cast<int>(s->more.size());
   s->wide_imm = s->ep->domain().cq_data_size() >= 8;
+  NF_CHECK(live_setup(*s, params.get_int(ParamId::kPeerTimeout)));
+  keeper_add(s.get());
   *out = std::move(s);
   return Status::kOk;
 }
@@ -320,19 +388,16 @@ Comm::Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Para
   max_write_size = static_cast<size_t>(max_msg_size < kMaxWriteSize ? max_msg_size : kMaxWriteSize);
 }
 
-Comm::~Comm() {
-  magic = 0;
-  std::lock_guard<std::mutex> lock(sep->mu);
-  for (size_t i = 0; i < sep->comms.size(); ++i) {
-    if (sep->comms[i] == this) {
-      sep->comms[i] = sep->comms.back();
-      sep->comms.pop_back();
-      break;
-    }
-  }
-  if (pool) {
+bool Comm::close_wait() {
+  const uint64_t start = now_ns();
+  const int64_t t = params.get_int(ParamId::kPeerTimeout);
+  uint64_t limit = t > 0 ? static_cast<uint64_t>(t) * 500000000ull : kCloseWaitNoProbeNs;
+  bool failed_before = false;
+  {
+    std::lock_guard<std::mutex> lock(sep->mu);
     closing = true;
-    rdma_close(*this);
+    close_waiting = true;
+    failed_before = !ok(failed) || !ok(sep->failed);
     // Grouped receives not fully posted: what was never posted never will be.
     for (Request* r = deferred_head; r != nullptr;) {
       Request* next = r->next_deferred;
@@ -341,55 +406,168 @@ Comm::~Comm() {
       r = next;
     }
     deferred_head = deferred_tail = nullptr;
-    // Cancel our posted receives; sends cannot be cancelled and finish (or not) on their own.
-    bool busy = false;
+    if (rdma) {
+      rdma->n_repost = 0;
+      rdma->n_cts_retry = 0;
+    }
+  }
+  if (failed_before) limit = kCloseWaitFailedNs;
+  // 1. Drain: messages the peer already sent into our posted receives (also a closed peer's, which
+  //    its provider still delivers) are taken, not cancelled: cancelled, they would stay in our
+  //    provider as unexpected messages, and rxm stalls a connection behind those. Until every
+  //    receive is complete, or nothing arrived for kCloseQuietNs (a peer that never sends).
+  // 2. Cancel what is still posted. 3. Wait for the provider to give back the rest (sends,
+  //    cancellations), within the bound.
+  uint64_t seen = events;
+  uint64_t quiet_since = start;
+  bool cancelled = false;
+  bool busy = true;
+  for (int pass = 0;; ++pass) {
+    uint64_t now;
+    {
+      std::lock_guard<std::mutex> lock(sep->mu);
+      if (!ok(comm_progress(*this))) break;
+      now = now_ns();
+      if (events != seen) {
+        seen = events;
+        quiet_since = now;
+      }
+      busy = false;
+      bool receiving = false;
+      pool->for_each([&](Request* r) {
+        if (r->state == ReqState::kFree) return;
+        if (r->in_flight != 0) busy = true;
+        if (r->type == ReqType::kRecv && r->state == ReqState::kPending &&
+            (r->in_flight != 0 || (proto == kProtoRdma && r->slot != UINT32_MAX)))
+          receiving = true;
+      });
+      if (!cancelled && (!receiving || now - quiet_since >= kCloseQuietNs || !ok(failed))) {
+        cancelled = true;
+        pool->for_each([&](Request* r) {
+          if (r->state == ReqState::kFree || r->in_flight == 0) return;
+          if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ||
+              r->type == ReqType::kFlush)
+            return;
+          if (r->type == ReqType::kRecv && proto == kProtoRdma) return;  // only its CTS send is out
+          for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
+        });
+        rdma_close(*this);  // announced receives stop taking writes: slots freed, registrations unused
+        continue;
+      }
+      if (cancelled && !busy) break;
+      // The peer was found dead meanwhile (probes keep running for a closing comm): nothing more
+      // will come from it.
+      if (!ok(failed) && !failed_before) {
+        failed_before = true;
+        limit = now - start + kCloseWaitFailedNs;
+      }
+      live_check(*sep, now);
+    }
+    if (now - start > limit) break;
+    if (pass >= 64) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::lock_guard<std::mutex> lock(sep->mu);
+  close_waiting = false;
+  if (!cancelled) {
     pool->for_each([&](Request* r) {
       if (r->state == ReqState::kFree || r->in_flight == 0) return;
-      busy = true;
-      if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ||
-          r->type == ReqType::kFlush)
+      if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend || r->type == ReqType::kFlush)
         return;
-      if (r->type == ReqType::kRecv && proto == kProtoRdma) return;  // only its CTS send is out
+      if (r->type == ReqType::kRecv && proto == kProtoRdma) return;
       for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
     });
-    // Reap what the cancels and the provider give back, a bounded number of times.
-    for (int pass = 0; busy && pass < kClosePasses; ++pass) {
+    rdma_close(*this);
+    for (int pass = 0; pass < 64; ++pass)
       if (!ok(comm_progress(*this))) break;
-      busy = false;
+  }
+  busy = false;
+  pool->for_each([&](Request* r) {
+    if (r->state != ReqState::kFree && r->in_flight != 0) busy = true;
+  });
+  if (busy) {
+    const double waited = static_cast<double>(now_ns() - start) / 1e9;
+    if (ok(failed) && !sep->kept_warned) {
+      sep->kept_warned = true;
+      NF_WARN("comm with %s closed with operations the provider did not give back within %.1f s "
+              "(NCCL_FABRIC_PEER_TIMEOUT): the peer is alive but did not complete them; their "
+              "registrations and the endpoint are kept until it does, but the provider may still "
+              "write into buffers NCCL frees", peer_name.c_str(), waited);
+    } else {
+      NF_INFO(kSubsysNet, "comm with %s closed after %.1f s with operations still in the provider; "
+              "its registrations are kept until they come back", peer_name.c_str(), waited);
+    }
+  }
+  return busy;
+}
+
+Comm::~Comm() {
+  magic = 0;
+  const bool busy = pool && role != CommRole::kListen ? close_wait() : false;
+  std::lock_guard<std::mutex> lock(sep->mu);
+  for (size_t i = 0; i < sep->comms.size(); ++i) {
+    if (sep->comms[i] == this) {
+      sep->comms[i] = sep->comms.back();
+      sep->comms.pop_back();
+      break;
+    }
+  }
+  if (pool && role == CommRole::kListen) {
+    // A listen comm has only its handshake receives: cancel and reap them.
+    closing = true;
+    pool->for_each([&](Request* r) {
+      if (r->state != ReqState::kFree && r->in_flight != 0)
+        for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
+    });
+    for (int pass = 0; pass < 64; ++pass) {
+      bool left = false;
+      if (!ok(comm_progress(*this))) break;
       pool->for_each([&](Request* r) {
-        if (r->state != ReqState::kFree && r->in_flight != 0) busy = true;
+        if (r->state != ReqState::kFree && r->in_flight != 0) left = true;
       });
+      if (!left) break;
     }
-    if (busy) {
-      // The provider still holds some of our operations: their memory lives on until it gives
-      // them back (SharedEp::sweep_zombies).
-      NF_INFO(kSubsysNet, "comm with %s closed with operations still in the provider; its own "
-              "buffers and registrations are kept until the provider gives the last one back",
-              peer_name.c_str());
-      std::unique_ptr<Zombie> zp(new Zombie());
-      Zombie& z = *zp;
-      pool->for_each([&z](Request* r) {
-        if (r->state == ReqState::kFree || r->in_flight == 0) return;
-        r->zombie = true;
-        r->zowner = &z;
-        z.in_flight += r->in_flight;
-      });
-      z.pool = std::move(pool);
-      z.ctrl = std::move(ctrl);
-      z.mrs.push_back(ctrl_reg);
-      ctrl_reg = MemReg();
-      if (rdma) {
-        z.mrs.push_back(rdma->cts_rx_reg);
-        z.mrs.push_back(rdma->cts_tx_reg);
-        z.mrs.push_back(rdma->bounce_reg);
-        z.mrs.push_back(rdma->notice_tx_reg);
-        rdma->cts_rx_reg = rdma->cts_tx_reg = rdma->bounce_reg = rdma->notice_tx_reg = MemReg();
-        z.rdma = std::move(rdma);
+  }
+  bool zombie = busy;
+  if (pool && role == CommRole::kListen) {
+    pool->for_each([&](Request* r) {
+      if (r->state != ReqState::kFree && r->in_flight != 0) zombie = true;
+    });
+  }
+  if (pool && zombie) {
+    // The provider still holds some of our operations: their memory lives on until it gives
+    // them back (SharedEp::sweep_zombies).
+    std::unique_ptr<Zombie> zp(new Zombie());
+    Zombie& z = *zp;
+    pool->for_each([&z](Request* r) {
+      if (r->state == ReqState::kFree || r->in_flight == 0) return;
+      r->zombie = true;
+      r->zowner = &z;
+      z.in_flight += r->in_flight;
+    });
+    z.pool = std::move(pool);
+    z.ctrl = std::move(ctrl);
+    z.mrs.push_back(ctrl_reg);
+    ctrl_reg = MemReg();
+    if (rdma) {
+      z.mrs.push_back(rdma->cts_rx_reg);
+      z.mrs.push_back(rdma->cts_tx_reg);
+      z.mrs.push_back(rdma->bounce_reg);
+      z.mrs.push_back(rdma->notice_tx_reg);
+      rdma->cts_rx_reg = rdma->cts_tx_reg = rdma->bounce_reg = rdma->notice_tx_reg = MemReg();
+      z.rdma = std::move(rdma);
+    }
+    // NCCL's registrations stay only where an operation of ours still uses them; the others
+    // close now, so that a peer's late RDMA write into memory NCCL frees is refused by the NIC.
+    for (auto& h : retired) {
+      if (h->uses.load(std::memory_order_acquire) > 0) {
+        z.handles.push_back(std::move(h));
+      } else {
+        deregister_memory(&h->reg);
+        for (MemReg& m : h->more) deregister_memory(&m);
       }
-      z.handles = std::move(retired);
-      retired.clear();
-      sep->zombies.push_back(std::move(zp));
     }
+    retired.clear();
+    sep->zombies.push_back(std::move(zp));
   }
   for (auto& h : retired) {
     deregister_memory(&h->reg);
@@ -456,9 +634,9 @@ void route_stray_error(SharedEp& sep, const CqError& err) {
     for (Comm* named : sep.comms) {
       if (named->role == CommRole::kListen || named->peer_id != to) continue;
       any = true;
-      for (Comm* o : sep.comms)
-        if (o->role != CommRole::kListen && o->peer == named->peer)
-          comm_fail(*o, status_for_cq_error(err.err), err.text.c_str());
+      peer_failed(sep, named->peer, status_for_cq_error(err.err),
+                  "a send to it failed with " + err.text);
+      break;
     }
     if (any) return;
   }
@@ -469,12 +647,11 @@ void route_stray_error(SharedEp& sep, const CqError& err) {
 
 }  // namespace
 
-Status comm_progress(Comm& c) {
-  SharedEp& sep = *c.sep;
+Status sep_progress(SharedEp& sep) {
   if (!ok(sep.failed)) return sep.failed;
   fi_cq_tagged_entry entries[128];
   CqError err;
-  const int max = c.cq_batch < 128 ? c.cq_batch : 128;
+  const int max = sep.cq_batch;
   for (int rail = 0; rail < sep.nrails; ++rail) {
     Endpoint* ep = sep.rail(rail);
     for (;;) {
@@ -494,24 +671,71 @@ Status comm_progress(Comm& c) {
         sep.failed = Status::kSystemError;
         return sep.failed;
       }
+      sep.events += static_cast<uint64_t>(n);
       for (int i = 0; i < n; ++i) {
         // A peer's RDMA write landed. Decided by the flags, not by op_context: fi_cq(3) makes it
         // NULL for such events, but shm (1.17) hands out the sender's message id there when a
         // write goes through its segmentation (SAR) path.
         const uint64_t f = entries[i].flags;
         if ((f & FI_REMOTE_CQ_DATA) &&
-            (entries[i].op_context == nullptr || (f & FI_REMOTE_WRITE)))
+            (entries[i].op_context == nullptr || (f & FI_REMOTE_WRITE))) {
           rdma_on_write(sep, entries[i]);
-        else if (entries[i].op_context != nullptr)
+        } else if (entries[i].op_context != nullptr) {
           complete_op(sep, static_cast<OpCtx*>(entries[i].op_context), &entries[i]);
+        }
       }
       if (n < max) break;
     }
   }
   if (sep.zombie_done) sep.sweep_zombies();
+  return Status::kOk;
+}
+
+namespace {
+
+Status comm_tail(Comm& c) {
   if (c.rdma && (c.rdma->n_repost > 0 || c.rdma->n_cts_retry > 0)) rdma_retry_reposts(c);
   if (c.deferred_head != nullptr) return post_deferred(c);
   return Status::kOk;
+}
+
+}  // namespace
+
+Status comm_progress(Comm& c) {
+  SharedEp& sep = *c.sep;
+  NF_CHECK(sep_progress(sep));
+  sep.last_poll_ns = now_ns();
+  return comm_tail(c);
+}
+
+void sep_progress_all(SharedEp& sep) {
+  if (!ok(sep_progress(sep))) return;
+  sep.last_poll_ns = now_ns();
+  for (Comm* c : sep.comms)
+    if (!c->closing && c->role != CommRole::kListen) (void)comm_tail(*c);
+}
+
+bool comm_pending(const Comm& c, int* sends, int* recvs) {
+  if (!c.pool) return false;
+  int ps = 0, pr = 0;
+  const bool closing = c.close_waiting;
+  c.pool->for_each([&](Request* r) {
+    if (r->state == ReqState::kFree) return;
+    if (r->type != ReqType::kSend && r->type != ReqType::kRecv && r->type != ReqType::kFlush) return;
+    const bool waiting = closing ? r->in_flight > 0 || (r->type == ReqType::kRecv && r->slot != UINT32_MAX &&
+                                                         c.proto == kProtoRdma && r->state == ReqState::kPending)
+                                 : r->state == ReqState::kPending && r->magic == kReqMagic;
+    if (!waiting) return;
+    if (r->type == ReqType::kSend) ++ps;
+    else ++pr;
+  });
+  // An isend NCCL keeps retrying because no clear-to-send has come for its message yet.
+  if (c.rdma && c.rdma->wait_valid && !closing &&
+      c.rdma->sent.count(c.rdma->wait_tag) == c.rdma->wait_index)
+    ++ps;
+  *sends = ps;
+  *recvs = pr;
+  return ps + pr > 0;
 }
 
 Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Request** out) {
@@ -741,6 +965,9 @@ Status sr_dereg_mr(Comm& c, MemHandle* mh) {
     NF_INFO(kSubsysNet, "deregMr of memory still used by %d operation(s) with %s: released when "
             "the comm closes", mh->uses.load(std::memory_order_relaxed), c.peer_name.c_str());
     // The handle stays too: a completion dispatched by another comm's progress still counts on it.
+    // Its registrations are never shared again: NCCL frees the memory next.
+    mr_cache_retire(mh->reg.cached);
+    for (MemReg& m : mh->more) mr_cache_retire(m.cached);
     mh->magic = 0;
     c.retired.emplace_back(mh);
     return Status::kOk;

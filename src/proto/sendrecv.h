@@ -33,6 +33,7 @@ struct Request;
 struct Comm;
 struct MemHandle;
 struct Zombie;
+struct Liveness;
 
 // What the provider gets as the context of each operation: the fi_context2 it may use comes first,
 // then where the completion belongs.
@@ -232,6 +233,12 @@ struct SharedEp {
   std::vector<Comm*> comms;      // every open comm on it (a failure without an operation finds its own)
   bool zombie_done = false;      // a zombie's last operation came back: sweep after the CQ pass
   void sweep_zombies();
+  std::unique_ptr<Liveness> live;  // peer probes (liveness.h)
+  uint64_t last_poll_ns = 0;     // when a CQ pass last ran (the keeper skips busy endpoints)
+  uint64_t events = 0;           // completions dispatched (the keeper's pass found work?)
+  bool keeper_busy = false;      // the keeper's last pass found work: it comes back sooner
+  bool kept_warned = false;
+  int cq_batch = 16;             // NCCL_FABRIC_CQ_BATCH      // said once that a closed comm left operations in the provider
 
   SharedEp() = default;
   ~SharedEp();
@@ -248,9 +255,15 @@ struct SharedEp {
   void free_slot(Request* r);
 };
 
-// Opens the shared endpoint: rail r on doms[r] (several rails may share a domain).
-Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms,
+// Opens the shared endpoint: rail r on doms[r] (several rails may share a domain), posts its
+// probe receives and hands it to the keeper thread (liveness.h).
+Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms, const Params& params,
                       std::shared_ptr<SharedEp>* out);
+
+// One pass over the shared endpoint's completion queues, dispatching every completion. Under mu.
+Status sep_progress(SharedEp& sep);
+// The keeper's pass over an idle endpoint: sep_progress, then what each comm still has to post.
+void sep_progress_all(SharedEp& sep);
 
 struct Comm {
   uint32_t magic = kCommMagic;
@@ -280,6 +293,8 @@ struct Comm {
   int errors_logged = 0;        // the first failure of a comm is a WARN, later ones INFO
   Status failed = Status::kOk;  // the connection failed: every pending and later request fails
   bool closing = false;         // its receives are being cancelled: their errors are expected
+  bool close_waiting = false;   // close waits for the provider: the peer is still probed
+  uint64_t events = 0;          // completions and landed writes of its requests (close: quiet?)
   // Registrations NCCL released while operations still used them (teardown after an abort): kept,
   // handle and all, until nothing of this comm is in flight. Service thread only.
   std::vector<std::unique_ptr<MemHandle>> retired;
@@ -300,7 +315,16 @@ struct Comm {
   // Cancels what it still has posted, reaps it, and leaves to the shared endpoint what the
   // provider keeps. Takes sep->mu.
   ~Comm();
+
+ private:
+  // Cancels what can be cancelled and waits, bounded, for the provider to give back the rest.
+  // Returns whether operations are still in the provider. Takes and drops sep->mu per pass.
+  bool close_wait();
 };
+
+// Requests NCCL is waiting on (sends, receives, flushes not complete), and for RDMA an isend that
+// waits for a clear-to-send; while closing, operations still in flight. Under sep->mu.
+bool comm_pending(const Comm& c, int* sends, int* recvs);
 
 // Makes a comm for `role` on the shared endpoint, with a fresh id and its handshake buffer
 // registered.

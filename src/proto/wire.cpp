@@ -288,4 +288,28 @@ bool decode_cts(const void* in, size_t len, CtsMsg* out, std::string* why) {
   return true;
 }
 
+bool decode_probe(const void* in, size_t len, ProbeMsg* out, std::string* why) {
+  if (len < kProbeFixed || len > sizeof(ProbeMsg)) {
+    *why = "a liveness probe of " + std::to_string(len) + " bytes";
+    return false;
+  }
+  memset(out, 0, sizeof(*out));
+  memcpy(out, in, len);
+  if (out->magic != kProbeMagic || out->version != kWireVersion) {
+    *why = "a liveness probe with a wrong magic or version " + std::to_string(out->version);
+    return false;
+  }
+  if (out->kind != kProbePing && out->kind != kProbePong) {
+    *why = "a liveness probe of unknown kind " + std::to_string(out->kind);
+    return false;
+  }
+  if (out->kind == kProbePing &&
+      (out->addr_len == 0 || out->addr_len > kMaxAddrLen || len != kProbeFixed + out->addr_len)) {
+    *why = "a ping whose address length " + std::to_string(out->addr_len) + " disagrees with its " +
+           std::to_string(len) + " bytes";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace nf

@@ -7,7 +7,7 @@
 
 namespace nf {
 
-constexpr uint16_t kWireVersion = 3;  // 3: per-tag message indices (RDMA), notices
+constexpr uint16_t kWireVersion = 4;  // 3: per-tag message indices (RDMA), notices; 4: probes
 constexpr uint32_t kHandleMagic = 0x4641424eu;   // "NBAF" in memory: nccl-fabric handle
 constexpr uint32_t kConnectMagic = 0x4e4e4f43u;  // "CONN"
 constexpr uint32_t kAckMagic = 0x4b434f41u;      // "AOCK"
@@ -22,6 +22,8 @@ constexpr uint32_t kMaxCommId = (1u << 28) - 1;
 constexpr uint64_t kCtrlConnect = 1;
 constexpr uint64_t kCtrlAck = 2;
 constexpr uint64_t kCtrlCts = 3;
+// Liveness probes (ping and pong) between two shared endpoints: comm id 0, which no comm has.
+constexpr uint64_t kCtrlProbe = 4;
 // RDMA protocol eager messages: bit 61, the receiving comm's id, NCCL's tag (docs/protocol.md).
 constexpr uint64_t kTagEagerBit = 1ull << 61;
 constexpr uint64_t kTagLowMask = 0xffffffffull;
@@ -264,5 +266,25 @@ inline Imm imm_decode(uint64_t data) {
   i.gen = (v >> 23) & kMaxGen;
   return i;
 }
+
+// A liveness probe (tag ctrl_tag(0, kCtrlProbe)), between shared endpoints rather than comms: a
+// ping names the prober's address, so that the peer can answer (a pong) without a comm; the
+// token and sequence number come back in the pong (docs/protocol.md, "Peer failure").
+constexpr uint32_t kProbeMagic = 0x42525050u;  // "PPRB"
+enum ProbeKind : uint8_t { kProbePing = 1, kProbePong = 2 };
+struct ProbeMsg {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t kind;
+  uint8_t addr_len;     // ping: bytes of addr; pong: 0
+  uint32_t token;       // the prober's peer entry
+  uint32_t reserved;
+  uint64_t seq;         // the prober's ping number
+  uint8_t addr[kMaxAddrLen];
+};
+constexpr size_t kProbeFixed = 24;  // a pong is this long, a ping this plus addr_len
+static_assert(sizeof(ProbeMsg) == kProbeFixed + kMaxAddrLen, "wire layout");
+// Checks a received probe of `len` bytes; false with *why on anything malformed.
+bool decode_probe(const void* in, size_t len, ProbeMsg* out, std::string* why);
 
 }  // namespace nf

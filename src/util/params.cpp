@@ -90,6 +90,10 @@ const ParamDef kDefs[kParamCount] = {
     {ParamId::kTestEagerFault, "NCCL_FABRIC_TEST_EAGER_FAULT", ParamType::kString, "none", 0, 0,
      "testing only: ahead makes the sender number every eager message 2^20 further than it is, "
      "so tests can show the receiver refuses a message far ahead of its receives"},
+    {ParamId::kPeerTimeout, "NCCL_FABRIC_PEER_TIMEOUT", ParamType::kInt, "10", 0, 3600,
+     "seconds a peer with requests pending toward it may leave a liveness probe unanswered before "
+     "every request with it fails; a close waits at most half of it for the provider; 0 turns "
+     "probing off"},
 };
 
 // String parameters that take one of a fixed set of values.

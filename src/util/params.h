@@ -39,6 +39,7 @@ enum class ParamId : int {
   kTunerNetLatency,
   kSpeed,
   kTestEagerFault,
+  kPeerTimeout,
   kCount
 };
 

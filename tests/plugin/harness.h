@@ -45,6 +45,9 @@ struct PairOptions {
   // Runs in the child after the environment is set and before the plugin loads (e.g. to make a
   // CUDA context current, as NCCL has when it calls init). Non-zero fails the child.
   std::function<int()> before_init;
+  // Rank 1 may be killed by the test (peer failure tests): its exit is not checked, and rank 0
+  // closes without the final barrier. Rank 0's body is then the judge.
+  bool rank1_may_die = false;
 };
 
 // The providers the two-process tests run on.
@@ -62,6 +65,10 @@ int child_setup(const PairOptions& opt, nfc::NetPlugin* p);
 // Runs body(side) in two children (rank 0 and rank 1), connected `opt.comms` times each way.
 // Returns true when both exit 0; *log gets a summary otherwise.
 bool run_pair(const PairOptions& opt, const std::function<int(Side&)>& body, std::string* log);
+
+// Listens, swaps handles over s.oob and connects one send and one recv comm with the peer (which
+// calls it at the same time). Returns 0, or 1 after printing why.
+int connect_more(Side& s, void** send_comm, void** recv_comm);
 
 // Runs body() in one child with the plugin loaded and initialised.
 bool run_single(const PairOptions& opt, const std::function<int(nfc::NetPlugin&)>& body,

@@ -99,14 +99,15 @@ int window_workload(Pair& x, bool errors_expected, int* errors_seen) {
   std::vector<bool> failed;
   int errors;
   if (errors_expected) {
-    // A failed operation takes its message with it, and a large send waits for a receive that
-    // may have failed (rendezvous): what is still pending after a short bound stays so.
+    // A failed operation fails its connection: every request still pending on it fails too, so
+    // everything settles (before issue 16, a send waiting for a failed receive stayed pending).
     std::vector<void*> sends(reqs.begin() + static_cast<long>(nrecv), reqs.end());
     std::vector<int> ssz;
     std::vector<bool> sfail;
-    int send_errors = settle(x.p, sends, &ssz, &sfail, 2000);
+    int send_errors = settle(x.p, sends, &ssz, &sfail);
     std::vector<void*> recvs(reqs.begin(), reqs.begin() + static_cast<long>(nrecv));
-    int recv_errors = settle(x.p, recvs, &got, &failed, 2000);
+    int recv_errors = settle(x.p, recvs, &got, &failed);
+    CHILD_CHECK(send_errors >= 0 && recv_errors >= 0, "requests still pending after %d s", kTimeoutMs / 1000);
     errors = send_errors + recv_errors;
   } else {
     errors = settle(x.p, reqs, &got, &failed);
@@ -214,8 +215,9 @@ int more_workload(nfc::NetPlugin& p, mockefa_api& api) {
   api.last_violation(last, sizeof(last));
   CHILD_CHECK(c.violations_total == 0, "%llu violations; last: %s",
               static_cast<unsigned long long>(c.violations_total), last);
-  // The context's shared endpoint stays open until finalize; every registration is gone.
-  CHILD_CHECK(c.open_eps <= 1 && c.open_mrs == 0, "left open: %llu endpoints, %llu registrations",
+  // The context's shared endpoint stays open until finalize, with its two probe buffers
+  // (liveness.h); every other registration is gone.
+  CHILD_CHECK(c.open_eps <= 1 && c.open_mrs <= 2, "left open: %llu endpoints, %llu registrations",
               static_cast<unsigned long long>(c.open_eps), static_cast<unsigned long long>(c.open_mrs));
   return 0;
 }

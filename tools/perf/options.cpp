@@ -137,7 +137,7 @@ void usage(FILE* f) {
 "  -c, --check [0|1]  fill every message with its own pattern and verify every byte received\n"
 "                     (timings then include the fill and the check)\n"
 "  --timeout SEC      longest any wait may go without progress, and how long --listen waits\n"
-"                     for its peer (default 60)\n"
+"                     for its peer (default 150: after the plugin's own 120 s connect timeout)\n"
 "\n"
 "Between two hosts (the handles travel over a plain TCP socket, or over MPI)\n"
 "  --listen PORT      be rank 0: wait for the peer on PORT, run the tests, print the results\n"

@@ -45,7 +45,7 @@ struct Options {
   int device = 0;
   std::string provider;
   bool provider_given = false;  // --provider (or NCCL_FABRIC_PROVIDER) chose it
-  int timeout_s = 60;
+  int timeout_s = 150;  // above the plugin's connect timeout (120 s): its error comes first
   int listen_port = 0;    // > 0: rank 0 of a two-host run
   std::string peer_host;  // non-empty: rank 1 of a two-host run
   int peer_port = 0;

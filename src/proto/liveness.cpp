@@ -1,0 +1,321 @@
+#include "proto/liveness.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <rdma/fi_errno.h>
+
+#include "fabric/errors.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace nf {
+namespace {
+
+constexpr uint32_t kRxBit = 0x80000000u;  // OpCtx::index of a probe receive
+constexpr uint64_t kMinIntervalNs = 100000000ull;
+
+uint64_t probe_tag() { return ctrl_tag(0, kCtrlProbe); }
+
+void post_rx(SharedEp& sep, Liveness& lv, int i) {
+  if (lv.rx_posted[i]) return;
+  ssize_t rc = fi_trecv(sep.ep->ep(), &lv.rx[i], sizeof(ProbeMsg), lv.rx_reg.desc, FI_ADDR_UNSPEC,
+                        probe_tag(), 0, &lv.rx_ops[i]);
+  if (rc == 0) lv.rx_posted[i] = true;
+  // -FI_EAGAIN or a failure: live_check posts it again later.
+}
+
+int take_tx(Liveness& lv, int owner) {
+  for (int k = 0; k < kProbeTx; ++k) {
+    if (lv.tx_owner[k] == -1) {
+      lv.tx_owner[k] = owner;
+      return k;
+    }
+  }
+  return -1;
+}
+
+// Sends tx slot k (already filled, `len` bytes) to addr. False when the provider took nothing.
+bool send_tx(SharedEp& sep, Liveness& lv, int k, size_t len, fi_addr_t addr, int* err) {
+  ssize_t rc = fi_tsend(sep.ep->ep(), &lv.tx[k], len, lv.tx_reg.desc, addr, probe_tag(),
+                        &lv.tx_ops[k]);
+  if (rc == 0) return true;
+  lv.tx_owner[k] = -1;
+  *err = static_cast<int>(rc < 0 ? -rc : rc);
+  return false;
+}
+
+ProbePeer* find_peer(Liveness& lv, fi_addr_t addr, size_t* index) {
+  for (size_t i = 0; i < lv.peers.size(); ++i) {
+    if (lv.peers[i].addr == addr) {
+      if (index) *index = i;
+      return &lv.peers[i];
+    }
+  }
+  return nullptr;
+}
+
+void answer_ping(SharedEp& sep, Liveness& lv, const ProbeMsg& ping) {
+  fi_addr_t to = FI_ADDR_UNSPEC;
+  if (!ok(sep.insert_peer(ping.addr, ping.addr_len, &to))) return;
+  const int k = take_tx(lv, -2);
+  if (k < 0) return;  // every slot busy: the prober pings again
+  ProbeMsg& m = lv.tx[k];
+  memset(&m, 0, kProbeFixed);
+  m.magic = kProbeMagic;
+  m.version = kWireVersion;
+  m.kind = kProbePong;
+  m.token = ping.token;
+  m.seq = ping.seq;
+  int err = 0;
+  send_tx(sep, lv, k, kProbeFixed, to, &err);
+}
+
+}  // namespace
+
+Status live_setup(SharedEp& sep, int64_t timeout_s) {
+  std::unique_ptr<Liveness> lv(new Liveness());
+  lv->timeout_ns = static_cast<uint64_t>(timeout_s) * 1000000000ull;
+  lv->interval_ns = lv->timeout_ns / 5 > kMinIntervalNs ? lv->timeout_ns / 5 : kMinIntervalNs;
+  lv->rx.reset(new ProbeMsg[kProbeRx]);
+  lv->tx.reset(new ProbeMsg[kProbeTx]);
+  memset(lv->rx.get(), 0, sizeof(ProbeMsg) * kProbeRx);
+  memset(lv->tx.get(), 0, sizeof(ProbeMsg) * kProbeTx);
+  NF_CHECK(register_memory(sep.ep->domain(), sep.ep->ep(), lv->rx.get(), sizeof(ProbeMsg) * kProbeRx,
+                           &lv->rx_reg));
+  Status s = register_memory(sep.ep->domain(), sep.ep->ep(), lv->tx.get(),
+                             sizeof(ProbeMsg) * kProbeTx, &lv->tx_reg);
+  if (!ok(s)) {
+    deregister_memory(&lv->rx_reg);
+    return s;
+  }
+  lv->self_len = sizeof(lv->self);
+  s = sep.ep->name(lv->self, &lv->self_len);
+  if (!ok(s) || lv->self_len > kMaxAddrLen) {
+    deregister_memory(&lv->rx_reg);
+    deregister_memory(&lv->tx_reg);
+    return ok(s) ? Status::kInternalError : s;
+  }
+  for (int i = 0; i < kProbeRx; ++i) {
+    lv->rx_ops[i].req = nullptr;
+    lv->rx_ops[i].index = kRxBit | static_cast<uint32_t>(i);
+  }
+  for (int k = 0; k < kProbeTx; ++k) {
+    lv->tx_ops[k].req = nullptr;
+    lv->tx_ops[k].index = static_cast<uint32_t>(k);
+    lv->tx_owner[k] = -1;
+  }
+  sep.live = std::move(lv);
+  for (int i = 0; i < kProbeRx; ++i) post_rx(sep, *sep.live, i);
+  return Status::kOk;
+}
+
+void live_teardown(SharedEp& sep) {
+  if (!sep.live) return;
+  deregister_memory(&sep.live->rx_reg);
+  deregister_memory(&sep.live->tx_reg);
+  sep.live.reset();
+}
+
+void live_on_completion(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const CqError* err) {
+  Liveness& lv = *sep.live;
+  if (op->index & kRxBit) {
+    const int i = static_cast<int>(op->index & ~kRxBit);
+    lv.rx_posted[i] = false;
+    if (e != nullptr) {
+      ProbeMsg m;
+      std::string why;
+      if (!decode_probe(&lv.rx[i], e->len, &m, &why)) {
+        uint32_t head[2] = {0, 0};
+        memcpy(head, &lv.rx[i], sizeof(head));
+        if (lv.bad_probes++ == 0)
+          NF_WARN("ignored a malformed liveness probe (%zu bytes, starting 0x%08x 0x%08x): %s",
+                  static_cast<size_t>(e->len), head[0], head[1], why.c_str());
+      } else if (m.kind == kProbePing) {
+        answer_ping(sep, lv, m);
+      } else if (m.token < lv.peers.size() && m.seq <= lv.peers[m.token].seq) {
+        lv.peers[m.token].first_unanswered_ns = 0;  // it answered: alive
+      }
+    }
+    post_rx(sep, lv, i);
+    return;
+  }
+  const int k = static_cast<int>(op->index);
+  const int owner = lv.tx_owner[k];
+  lv.tx_owner[k] = -1;
+  if (owner < 0 || static_cast<size_t>(owner) >= lv.peers.size()) return;  // a pong
+  ProbePeer& p = lv.peers[static_cast<size_t>(owner)];
+  p.tx_busy = false;
+  if (err != nullptr && is_connection_error(err->err, err->prov_errno))
+    peer_failed(sep, p.addr, Status::kRemoteError,
+                std::string("a liveness probe to it failed: ") + err->text);
+}
+
+void peer_failed(SharedEp& sep, fi_addr_t peer, Status s, const std::string& seen) {
+  int ncomms = 0, sends = 0, recvs = 0;
+  std::string name;
+  for (Comm* c : sep.comms) {
+    if (c->role == CommRole::kListen || c->peer != peer || !ok(c->failed)) continue;
+    int ps = 0, pr = 0;
+    comm_pending(*c, &ps, &pr);
+    sends += ps;
+    recvs += pr;
+    c->failed = s;
+    if (name.empty()) name = c->peer_name;
+    ++ncomms;
+  }
+  if (sep.live) {
+    if (ProbePeer* p = find_peer(*sep.live, peer, nullptr)) p->first_unanswered_ns = 0;
+  }
+  if (ncomms == 0) return;
+  NF_WARN("peer %s failed: %s; %d connection(s) with it fail, with %d send(s) and %d receive(s) "
+          "pending (NCCL_FABRIC_PEER_TIMEOUT, docs/troubleshooting.md#peer-failure)",
+          name.c_str(), seen.c_str(), ncomms, sends, recvs);
+}
+
+void live_check(SharedEp& sep, uint64_t now) {
+  if (!sep.live) return;
+  Liveness& lv = *sep.live;
+  for (int i = 0; i < kProbeRx; ++i) post_rx(sep, lv, i);
+  if (lv.timeout_ns == 0) return;
+  if (now - lv.last_check_ns < kKeeperTickNs / 2) return;
+  lv.last_check_ns = now;
+  for (ProbePeer& p : lv.peers) p.pending = false;
+  for (Comm* c : sep.comms) {
+    if (c->role == CommRole::kListen || c->peer == FI_ADDR_UNSPEC || !ok(c->failed)) continue;
+    int ps = 0, pr = 0;
+    if (!comm_pending(*c, &ps, &pr)) continue;
+    ProbePeer* p = find_peer(lv, c->peer, nullptr);
+    if (p == nullptr) {
+      lv.peers.push_back(ProbePeer());
+      p = &lv.peers.back();
+      p->addr = c->peer;
+    }
+    p->pending = true;
+  }
+  for (size_t i = 0; i < lv.peers.size(); ++i) {
+    ProbePeer& p = lv.peers[i];
+    if (!p.pending) {
+      p.first_unanswered_ns = 0;  // nothing waits on it: silence is not a failure
+      continue;
+    }
+    if (p.first_unanswered_ns != 0 && now - p.first_unanswered_ns > lv.timeout_ns) {
+      char why[160];
+      snprintf(why, sizeof(why), "no answer to a liveness probe for %.1f s",
+               static_cast<double>(now - p.first_unanswered_ns) / 1e9);
+      peer_failed(sep, p.addr, Status::kRemoteError, why);
+      continue;
+    }
+    if (p.tx_busy || now - p.last_ping_ns < lv.interval_ns) continue;
+    // The clock runs from the first ping due, whether or not the provider takes it: a provider
+    // that refuses sends to a broken connection (rxm: -FI_EAGAIN) must not stop it.
+    if (p.first_unanswered_ns == 0) p.first_unanswered_ns = now;
+    const int k = take_tx(lv, static_cast<int>(i));
+    if (k < 0) continue;
+    ProbeMsg& m = lv.tx[k];
+    memset(&m, 0, sizeof(m));
+    m.magic = kProbeMagic;
+    m.version = kWireVersion;
+    m.kind = kProbePing;
+    m.addr_len = static_cast<uint8_t>(lv.self_len);
+    m.token = static_cast<uint32_t>(i);
+    m.seq = p.seq + 1;
+    memcpy(m.addr, lv.self, lv.self_len);
+    int err = 0;
+    if (send_tx(sep, lv, k, kProbeFixed + lv.self_len, p.addr, &err)) {
+      ++p.seq;
+      p.tx_busy = true;
+      p.last_ping_ns = now;
+    } else if (err != FI_EAGAIN && is_connection_error(err, 0)) {
+      peer_failed(sep, p.addr, Status::kRemoteError,
+                  fi_error_text("fi_tsend(liveness probe)", err));
+    }
+  }
+}
+
+// ---- The keeper thread ------------------------------------------------------------------------
+
+namespace {
+
+class Keeper {
+ public:
+  ~Keeper() { stop(); }
+
+  void add(SharedEp* sep) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seps_.push_back(sep);
+    if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { run(); });
+    cv_.notify_all();
+  }
+
+  void remove(SharedEp* sep) {
+    std::lock_guard<std::mutex> lock(mu_);  // waits for a pass that may be using it
+    for (size_t i = 0; i < seps_.size(); ++i) {
+      if (seps_[i] == sep) {
+        seps_[i] = seps_.back();
+        seps_.pop_back();
+        break;
+      }
+    }
+  }
+
+  // At unload or exit: the thread must be gone before libfabric is.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      if (seps_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      // Every tick, or every kKeeperBusyNs while the last pass found work: a transfer nobody
+      // else progresses (the peer closed, or NCCL is not calling) still moves at a useful rate.
+      cv_.wait_for(lock, std::chrono::nanoseconds(busy_ ? kKeeperBusyNs : kKeeperTickNs));
+      if (stopping_) break;
+      const uint64_t now = now_ns();
+      busy_ = false;
+      for (SharedEp* sep : seps_) {
+        // The registry lock is held: remove() (and so the endpoint's destruction) waits for us.
+        std::lock_guard<std::mutex> slock(sep->mu);
+        const uint64_t idle = sep->keeper_busy ? kKeeperBusyNs : kKeeperTickNs;
+        if (now - sep->last_poll_ns >= idle) {
+          const uint64_t before = sep->events;
+          sep_progress_all(*sep);
+          sep->keeper_busy = sep->events != before;
+          busy_ = busy_ || sep->keeper_busy;
+        }
+        live_check(*sep, now);
+      }
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<SharedEp*> seps_;
+  std::thread thread_;
+  bool stopping_ = false;
+  bool busy_ = false;
+};
+
+Keeper& keeper() {
+  static Keeper k;
+  return k;
+}
+
+}  // namespace
+
+void keeper_add(SharedEp* sep) { keeper().add(sep); }
+void keeper_remove(SharedEp* sep) { keeper().remove(sep); }
+
+}  // namespace nf

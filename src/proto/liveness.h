@@ -1,0 +1,74 @@
+// Peer failure detection (docs/protocol.md, "Peer failure").
+//
+// A peer that dies, hangs or becomes unreachable must turn into errors of the requests pending
+// toward it within NCCL_FABRIC_PEER_TIMEOUT, on both sides, also on a side that only has receives
+// posted (which a provider never fails by itself). Each shared endpoint therefore probes the peers
+// it has pending requests with: a small tagged ping to the peer's shared endpoint, answered by a
+// pong. A peer that leaves pings unanswered for the timeout, or whose path the provider reports
+// gone (reset, refused, unreachable), fails: every comm with it, one WARN.
+//
+// Answering must not depend on NCCL calling the plugin (a rank busy computing or checkpointing
+// calls nothing for minutes): a background thread per process (the keeper) progresses every
+// shared endpoint nobody progressed in the last 100 ms, which answers pings, and runs the probe
+// clock. A process that is stopped or hung as a whole answers nothing, which is what is detected.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proto/sendrecv.h"
+
+namespace nf {
+
+constexpr int kProbeRx = 8;    // probe receives kept posted per shared endpoint
+constexpr int kProbeTx = 16;   // pings and pongs in flight per shared endpoint
+constexpr uint64_t kKeeperTickNs = 100000000ull;  // the keeper's period
+constexpr uint64_t kKeeperBusyNs = 1000000ull;    // ... while it finds completions to dispatch
+
+struct ProbePeer {
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  uint64_t seq = 0;                  // pings sent
+  uint64_t first_unanswered_ns = 0;  // the oldest ping sent since the last answer; 0: none
+  uint64_t last_ping_ns = 0;
+  bool tx_busy = false;              // its last ping is still in the provider
+  bool pending = false;              // scratch: requests are pending toward it
+};
+
+struct Liveness {
+  uint64_t timeout_ns = 0;   // 0: never probe (pings of others are still answered)
+  uint64_t interval_ns = 0;  // between pings to one peer
+  std::unique_ptr<ProbeMsg[]> rx;  // kProbeRx
+  std::unique_ptr<ProbeMsg[]> tx;  // kProbeTx
+  MemReg rx_reg, tx_reg;
+  OpCtx rx_ops[kProbeRx];
+  bool rx_posted[kProbeRx] = {};
+  OpCtx tx_ops[kProbeTx];
+  int tx_owner[kProbeTx];    // -1 free, -2 a pong, else the peer index of a ping
+  std::vector<ProbePeer> peers;
+  uint8_t self[kMaxAddrLen];
+  size_t self_len = 0;
+  uint64_t last_check_ns = 0;
+  uint64_t bad_probes = 0;
+};
+
+// Posts the probe receives of a freshly opened shared endpoint. Under sep.mu (or before it is
+// shared).
+Status live_setup(SharedEp& sep, int64_t timeout_s);
+// Whether op is one of the probe operations (their OpCtx has no request).
+inline bool is_probe_op(const OpCtx* op) { return op->req == nullptr; }
+// A probe operation completed (e != NULL) or failed (err != NULL). Under sep.mu.
+void live_on_completion(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const CqError* err);
+// Sends the pings that are due and fails the peers that left them unanswered. Under sep.mu.
+void live_check(SharedEp& sep, uint64_t now);
+// Every comm with `peer` fails with s: one WARN that names the peer, what was pending and what was
+// seen. Under sep.mu.
+void peer_failed(SharedEp& sep, fi_addr_t peer, Status s, const std::string& seen);
+// Closes the probe buffers (after the endpoint is closed).
+void live_teardown(SharedEp& sep);
+
+// The keeper thread: progresses idle shared endpoints and runs the probe clock.
+void keeper_add(SharedEp* sep);
+void keeper_remove(SharedEp* sep);
+
+}  // namespace nf
