@@ -182,24 +182,34 @@ void live_check(SharedEp& sep, uint64_t now) {
   if (lv.timeout_ns == 0) return;
   if (now - lv.last_check_ns < kKeeperTickNs / 2) return;
   lv.last_check_ns = now;
-  for (ProbePeer& p : lv.peers) p.pending = false;
+  for (ProbePeer& p : lv.peers) {
+    p.pending = false;
+    p.events = 0;
+  }
   for (Comm* c : sep.comms) {
     if (c->role == CommRole::kListen || c->peer == FI_ADDR_UNSPEC || !ok(c->failed)) continue;
-    int ps = 0, pr = 0;
-    if (!comm_pending(*c, &ps, &pr)) continue;
     ProbePeer* p = find_peer(lv, c->peer, nullptr);
+    int ps = 0, pr = 0;
+    const bool pending = comm_pending(*c, &ps, &pr);
     if (p == nullptr) {
+      if (!pending) continue;
       lv.peers.push_back(ProbePeer());
       p = &lv.peers.back();
       p->addr = c->peer;
     }
-    p->pending = true;
+    p->pending = p->pending || pending;
+    p->events += c->events;
   }
   for (size_t i = 0; i < lv.peers.size(); ++i) {
     ProbePeer& p = lv.peers[i];
-    if (!p.pending) {
-      p.first_unanswered_ns = 0;  // nothing waits on it: silence is not a failure
-      continue;
+    // Completions on its connections since the last check (data arriving, sends taken) are as good
+    // as a pong: on a slow or lossy link a pong may wait behind megabytes of data, and a peer
+    // that moves data is not dead. A stopped peer moves nothing once the socket buffers are full.
+    const bool progressed = p.events != p.last_events;
+    p.last_events = p.events;
+    if (!p.pending || progressed) {
+      p.first_unanswered_ns = 0;  // nothing waits on it, or it is alive
+      if (!p.pending) continue;
     }
     if (p.first_unanswered_ns != 0 && now - p.first_unanswered_ns > lv.timeout_ns) {
       char why[160];

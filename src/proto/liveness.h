@@ -33,6 +33,8 @@ struct ProbePeer {
   uint64_t last_ping_ns = 0;
   bool tx_busy = false;              // its last ping is still in the provider
   bool pending = false;              // scratch: requests are pending toward it
+  uint64_t events = 0;               // scratch: completions of its comms, summed
+  uint64_t last_events = 0;          // ... at the previous check: any change is a sign of life
 };
 
 struct Liveness {

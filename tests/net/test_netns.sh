@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# Two hosts with real network faults (issue 16): two network namespaces joined by a veth pair,
+# the plugin on tcp;ofi_rxm over it, driven by nccl-fabric-perf --listen / --peer with every byte
+# checked (-c). Faults come from iptables rules in the namespaces (loss, duplication, a firewall
+# at connect time), from nfq_fault (tests/net/nfq_fault.cpp, NFQUEUE: delay, jitter, reordering,
+# corruption) where the kernel has no netem qdisc, from `ip link` (flap, link down) and from
+# signals (kill -9, SIGSTOP).
+#
+# usage: tests/net/test_netns.sh BUILD_DIR [--table FILE]
+#   Needs root, ip netns, iptables; skips (exit 77) with a message where it cannot run.
+#   --table FILE: also write the fault table (markdown rows) there. Its time column is the run's
+#   length for runs that complete, and the time from the fault to the exit for runs that fail.
+# Every scenario must end as expected (complete with the right bytes, or fail on both sides with a
+# WARN that names the peer) within its bound; the script prints one line per scenario with the
+# time and, for completed runs, the slowdown against the run without faults.
+set -u
+BUILD=${1:?usage: test_netns.sh BUILD_DIR [--table FILE]}
+TABLE=""
+[ "${2:-}" = "--table" ] && TABLE=${3:?}
+BUILD=$(cd "$BUILD" && pwd)
+PERF=$BUILD/tools/nccl-fabric-perf
+NFQ=$BUILD/tests/net/nfq_fault
+PLUGIN=$BUILD/.libs/libnccl-net-fabric.so
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "not root: network namespaces need CAP_NET_ADMIN"
+command -v ip > /dev/null || skip "no ip (iproute2)"
+command -v iptables > /dev/null || skip "no iptables"
+[ -x "$PERF" ] || skip "no $PERF (build first)"
+fi_info -p tcp > /dev/null 2>&1 || skip "libfabric has no tcp provider"
+
+ID=$$
+NA=nfa$ID NB=nfb$ID VA=nfva$ID VB=nfvb$ID
+VA=${VA:0:15} VB=${VB:0:15}
+ADDR_A=10.77.$((ID % 200)).1 ADDR_B=10.77.$((ID % 200)).2
+PORT=$((20000 + ID % 20000))
+WORK=$(mktemp -d)
+PIDS=()
+
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -CONT "$p" 2> /dev/null; kill -9 "$p" 2> /dev/null; done
+  ip netns del "$NA" 2> /dev/null
+  ip netns del "$NB" 2> /dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+if ! ip netns add "$NA" || ! ip netns add "$NB"; then skip "cannot create network namespaces"; fi
+ip link add "$VA" type veth peer name "$VB" || skip "cannot create a veth pair"
+ip link set "$VA" netns "$NA" && ip link set "$VB" netns "$NB"
+ip -n "$NA" addr add "$ADDR_A/24" dev "$VA"
+ip -n "$NB" addr add "$ADDR_B/24" dev "$VB"
+for ns in "$NA" "$NB"; do ip -n "$ns" link set lo up; done
+ip -n "$NA" link set "$VA" up
+ip -n "$NB" link set "$VB" up
+ip netns exec "$NA" iptables -L > /dev/null 2>&1 || skip "iptables does not work in a namespace here"
+
+PEER_TIMEOUT=3
+# A transfer of 1 and 4 MiB messages each way (bibw), every byte checked. Runs with a fault that
+# starts before the run are short (-n 60); runs that are hit mid-transfer are long enough (-n 600,
+# about 4 s here without faults) for the fault to land in the middle.
+RUN_ARGS=(--provider 'tcp;ofi_rxm' -t bibw -b 1M -e 4M -f 4 -w 2 -c --no-raw --timeout 60)
+ITERS=60
+
+ns_env() {  # ns iface
+  echo "FI_TCP_IFACE=$2 FI_PROVIDER_PATH= NCCL_FABRIC_PEER_TIMEOUT=$PEER_TIMEOUT"
+}
+
+# Starts both ranks; sets RA RB (pids) and their logs $WORK/a.log $WORK/b.log.
+start_pair() {  # protocol [extra env]
+  local proto=$1 extra=${2:-}
+  PORT=$((PORT + 1))
+  # shellcheck disable=SC2046,SC2086  # word splitting of the env lists is intended
+  ip netns exec "$NA" env $(ns_env "$NA" "$VA") $extra "$PERF" --plugin "$PLUGIN" --listen "$PORT" \
+    --protocol "$proto" "${RUN_ARGS[@]}" -n "$ITERS" > "$WORK/a.log" 2>&1 &
+  RA=$!
+  # shellcheck disable=SC2046,SC2086
+  ip netns exec "$NB" env $(ns_env "$NB" "$VB") $extra "$PERF" --plugin "$PLUGIN" \
+    --peer "$ADDR_A:$PORT" --provider 'tcp;ofi_rxm' --timeout 60 > "$WORK/b.log" 2>&1 &
+  RB=$!
+  PIDS=("$RA" "$RB")
+  T0=$(date +%s.%N)
+}
+
+# Waits for pid (a child of this shell) up to $2 seconds; sets WF_RC to its exit status (124 on
+# timeout, after killing it). Not run in $( ): a subshell cannot wait for its parent's children.
+wait_for() {
+  local pid=$1 limit=$2 waited=0
+  while kill -0 "$pid" 2> /dev/null; do
+    sleep 0.1
+    waited=$((waited + 1))
+    if [ "$waited" -ge $((limit * 10)) ]; then
+      kill -CONT "$pid" 2> /dev/null; kill -9 "$pid" 2> /dev/null; wait "$pid" 2> /dev/null
+      WF_RC=124
+      return
+    fi
+  done
+  wait "$pid"
+  WF_RC=$?
+}
+
+# `ip netns exec` and `env` exec the tool: the pid of the background job is the tool's.
+tool_pid() { echo "$1"; }
+
+FAILS=0
+BASE=""
+row() {
+  echo "$*"
+  [ -n "$TABLE" ] && echo "$*" >> "$TABLE"
+}
+
+# The time column of a failure row counts from the fault, not from the start.
+mark_fault() { T0=$(date +%s.%N); }
+elapsed() { awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN { printf "%.3f", a - b }'; }
+
+# expect: ok (both complete, bytes checked) or fail (both exit non-zero within the bound, a WARN
+# names the peer on the survivor's side).
+finish() {  # name proto expect bound_s
+  local name=$1 proto=$2 expect=$3 bound=$4
+  local ra rb t outcome
+  wait_for "$RA" "$bound"; ra=$WF_RC
+  wait_for "$RB" "$bound"; rb=$WF_RC
+  t=$(elapsed)
+  local ok=1
+  if [ "$expect" = ok ]; then
+    [ "$ra" = 0 ] && [ "$rb" = 0 ] || ok=0
+    outcome="completed, data checked"
+    [ "$ok" = 1 ] || outcome="rank 0 exit $ra, rank 1 exit $rb"
+  else
+    # Non-zero on the surviving side(s), within the bound, never a hang (124).
+    [ "$ra" != 0 ] && [ "$ra" != 124 ] && [ "$rb" != 124 ] || ok=0
+    grep -q "failed\|error\|Error" "$WORK/a.log" || ok=0
+    local seen
+    seen=$(grep -m1 -o "peer [^ ]* failed: [^;]*\|no answer within [A-Z_]*\|connect to [^ ]*: [^;]*" "$WORK/a.log" | head -1)
+    outcome="rank 0 exit $ra, rank 1 exit $rb${seen:+: $seen}"
+  fi
+  local slow=""
+  if [ "$expect" = ok ] && [ -n "$BASE" ]; then slow=$(awk -v a="$t" -v b="$BASE" 'BEGIN { printf "%.2f", a / b }'); fi
+  if [ "$ok" = 1 ]; then
+    row "| $name | $proto | $outcome | $(printf '%.1f' "$t") s | ${slow:--} |"
+  else
+    row "| $name | $proto | **UNEXPECTED**: $outcome (wanted $expect) | $(printf '%.1f' "$t") s | - |"
+    echo "---- rank 0 log"; tail -n 30 "$WORK/a.log"; echo "---- rank 1 log"; tail -n 30 "$WORK/b.log"
+    FAILS=$((FAILS + 1))
+  fi
+}
+
+both() { ip netns exec "$NA" "$@"; ip netns exec "$NB" "$@"; }
+clear_rules() { both iptables -F; both iptables -t mangle -F; }
+
+NFQ_PIDS=()
+start_nfq() {  # args for nfq_fault (after the queue number)
+  [ -x "$NFQ" ] || return 1
+  both iptables -A INPUT -p tcp -j NFQUEUE --queue-num 7 --queue-bypass
+  ip netns exec "$NA" "$NFQ" 7 "$@" > "$WORK/nfq_a.log" 2>&1 &
+  NFQ_PIDS=($!)
+  ip netns exec "$NB" "$NFQ" 7 "$@" > "$WORK/nfq_b.log" 2>&1 &
+  NFQ_PIDS+=($!)
+  sleep 0.3
+  kill -0 "${NFQ_PIDS[0]}" 2> /dev/null || { cat "$WORK/nfq_a.log"; return 1; }
+}
+stop_nfq() {
+  for p in "${NFQ_PIDS[@]}"; do kill "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
+  NFQ_PIDS=()
+  clear_rules
+}
+
+row "| fault | protocol | outcome | time | slowdown |"
+row "|---|---|---|---|---|"
+for proto in sendrecv rdma; do
+  BASE=""
+  ITERS=60
+  start_pair "$proto"; finish "none (baseline)" "$proto" ok 120
+  BASE=$(elapsed)
+  ITERS=20
+  if start_nfq delay 0 0; then
+    # Every packet through the user-space queue, unchanged: the baseline of the NFQUEUE rows.
+    start_pair "$proto"; finish "NFQUEUE, no fault (baseline of the rows below)" "$proto" ok 120
+    BASE20=$(elapsed); stop_nfq
+  fi
+
+  ITERS=20  # NFQUEUE runs are slow: each packet goes through user space
+  BASE60=$BASE; BASE=$BASE20
+  if start_nfq delay 5 0; then
+    start_pair "$proto"; finish "delay 5 ms each way (NFQUEUE)" "$proto" ok 180; stop_nfq
+  fi
+  if start_nfq delay 1 4; then
+    start_pair "$proto"; finish "jitter 1-5 ms, reordering (NFQUEUE)" "$proto" ok 180; stop_nfq
+  fi
+  if start_nfq reorder 0.05; then
+    start_pair "$proto"; finish "5 % of packets 10 ms late (NFQUEUE)" "$proto" ok 180; stop_nfq
+  fi
+  if start_nfq corrupt 0.01; then
+    start_pair "$proto"; finish "1 % of packets corrupted (NFQUEUE)" "$proto" ok 180; stop_nfq
+  fi
+  ITERS=60; BASE=$BASE60
+  for loss in 0.01 0.05; do
+    both iptables -A INPUT -p tcp -m statistic --mode random --probability "$loss" -j DROP
+    start_pair "$proto"; finish "$(awk -v l="$loss" 'BEGIN { print l * 100 }') % loss (iptables)" "$proto" ok 180
+    clear_rules
+  done
+  if ip netns exec "$NA" iptables -t mangle -A POSTROUTING -o "$VA" -p tcp -m statistic --mode random \
+      --probability 0.05 -j TEE --gateway "$ADDR_B" 2> /dev/null; then
+    ip netns exec "$NB" iptables -t mangle -A POSTROUTING -o "$VB" -p tcp -m statistic --mode random \
+      --probability 0.05 -j TEE --gateway "$ADDR_A"
+    start_pair "$proto"; finish "5 % duplicated (iptables TEE)" "$proto" ok 180
+    clear_rules
+  fi
+
+  ITERS=600
+  start_pair "$proto"; finish "none (long run, the baseline of the rows below)" "$proto" ok 120
+  BASE=$(elapsed)
+  # Link down for 3 s mid-transfer: TCP retransmits; the job recovers.
+  start_pair "$proto"; sleep 1.5
+  ip -n "$NA" link set "$VA" down; sleep 3; ip -n "$NA" link set "$VA" up
+  finish "link down 3 s mid-transfer" "$proto" ok 180
+
+  # Link down for good: both sides fail within the bound (peer timeout, detection, exit).
+  start_pair "$proto"; sleep 1.5
+  ip -n "$NA" link set "$VA" down; mark_fault
+  finish "link down for good" "$proto" fail $((PEER_TIMEOUT + 20))
+  ip -n "$NA" link set "$VA" up
+
+  start_pair "$proto"; sleep 1.5; kill -9 "$(tool_pid "$RB")"; mark_fault
+  finish "kill -9 of rank 1" "$proto" fail $((PEER_TIMEOUT + 20))
+
+  start_pair "$proto"; sleep 1.5; kill -9 "$(tool_pid "$RA")"; mark_fault
+  # Rank 0 is the one killed: the survivor is rank 1.
+  wait_for "$RB" $((PEER_TIMEOUT + 20)); rb=$WF_RC; t=$(elapsed); wait "$RA" 2> /dev/null
+  if [ "$rb" != 0 ] && [ "$rb" != 124 ]; then
+    seen=$(grep -m1 -o "peer [^ ]* failed: [^;]*" "$WORK/b.log" | head -1)
+    row "| kill -9 of rank 0 | $proto | rank 1 exit $rb${seen:+: $seen} | $(printf '%.1f' "$t") s | - |"
+  else
+    row "| kill -9 of rank 0 | $proto | **UNEXPECTED**: rank 1 exit $rb | $(printf '%.1f' "$t") s | - |"
+    tail -n 30 "$WORK/b.log"; FAILS=$((FAILS + 1))
+  fi
+
+  start_pair "$proto"; sleep 1.5; P1=$(tool_pid "$RB"); kill -STOP "$P1"; mark_fault; sleep $((PEER_TIMEOUT + 3))
+  kill -CONT "$P1"  # it wakes to a peer that gave up on it: it must fail too, not hang
+  finish "SIGSTOP of rank 1 for $((PEER_TIMEOUT + 3)) s" "$proto" fail $((PEER_TIMEOUT + 20))
+
+  start_pair "$proto"; sleep 1.5; P1=$(tool_pid "$RB"); kill -STOP "$P1"; sleep 1; kill -CONT "$P1"
+  finish "SIGSTOP of rank 1 for 1 s" "$proto" ok 180
+
+  ITERS=60
+  # The plugin's packets dropped before its connection exists (the tool's own socket, on PORT,
+  # still passes): connect fails at NCCL_FABRIC_CONNECT_TIMEOUT, not a hang.
+  both iptables -A INPUT -p tcp -m multiport ! --ports "$((PORT + 1))" -j DROP
+  start_pair "$proto" "NCCL_FABRIC_CONNECT_TIMEOUT=5"
+  mark_fault
+  finish "all packets dropped at connect time" "$proto" fail 40
+  clear_rules
+done
+
+if [ "$FAILS" -gt 0 ]; then
+  echo "test_netns: $FAILS scenario(s) ended unexpectedly"
+  exit 1
+fi
+echo "test_netns: every scenario ended as expected"
