@@ -13,7 +13,7 @@
 namespace nf {
 namespace {
 
-enum ListenStage { kPostRecv = 0, kWaitConnect, kWaitAck, kWaitNack };
+enum ListenStage { kPostRecv = 0, kWaitConnect, kPostAck, kWaitAck, kWaitNack };
 enum ConnectStage { kPostAckRecv = 0, kPostConnect, kWaitReply };
 
 uint64_t random_u64() {
@@ -115,6 +115,14 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
                        ctrl_tag(l.id, kCtrlConnect), &l.ctrl_recv));
     if (l.ctrl_recv != nullptr) l.stage = kWaitConnect;
   }
+  if (l.stage == kPostAck) {
+    // The reply was refused with -FI_EAGAIN on an earlier call: it is encoded already; post it
+    // now. (The peer sends its connect once and waits for the reply: dropping the connect here
+    // would leave both sides waiting until the connect timeout; the soak found it.)
+    NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(l.peer_id, kCtrlAck),
+                       &l.ctrl_send));
+    if (l.ctrl_send != nullptr) l.stage = kWaitAck;
+  }
   NF_CHECK(comm_progress(l));
 
   if (l.stage == kWaitConnect && l.ctrl_recv->state != ReqState::kPending) {
@@ -170,9 +178,9 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(l.peer_id, kCtrlAck),
                          &l.ctrl_send));
       if (l.ctrl_send == nullptr) {
-        // The provider pushed back: answer from the next call.
-        l.stage = kPostRecv;
-        NF_WARN("%s: could not post the handshake reply yet (-FI_EAGAIN); the peer will retry",
+        // The provider pushed back: the reply goes from the next call.
+        l.stage = kPostAck;
+        NF_INFO(kSubsysNet, "%s: the handshake reply waits for the provider (-FI_EAGAIN)",
                 l.peer_name.c_str());
       } else {
         l.stage = kWaitAck;

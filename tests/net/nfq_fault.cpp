@@ -11,6 +11,7 @@
 // allows it), which is how a held packet is overtaken. Used by tests/net/test_netns.sh.
 #include <arpa/inet.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
+#include <linux/netlink.h>
 #include <linux/netfilter.h>
 #include <netinet/ip.h>
 #include <poll.h>
@@ -138,7 +139,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   nfq_set_queue_maxlen(s.qh, 8192);
+  // A full queue lets packets through rather than dropping them (the faults are what we inject,
+  // not the queue's overflow), and the netlink socket gets room for bursts: without both, TCP
+  // through the queue slows to a crawl on retransmission timeouts.
+  nfq_set_queue_flags(s.qh, NFQA_CFG_F_FAIL_OPEN, NFQA_CFG_F_FAIL_OPEN);
+  nfnl_rcvbufsiz(nfq_nfnlh(h), 16u << 20);
   const int fd = nfq_fd(h);
+  const int one = 1;
+  setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &one, sizeof(one));
   printf("nfq_fault: queue %d, %s\n", queue, mode.c_str());
   fflush(stdout);
   std::vector<char> buf(1 << 17);

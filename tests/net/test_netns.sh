@@ -119,8 +119,9 @@ finish() {  # name proto expect bound_s
   local name=$1 proto=$2 expect=$3 bound=$4
   local ra rb t outcome
   wait_for "$RA" "$bound"; ra=$WF_RC
+  t=$(elapsed)  # rank 0's time: the survivor's, for the failure rows
   wait_for "$RB" "$bound"; rb=$WF_RC
-  t=$(elapsed)
+  [ "$expect" = ok ] && t=$(elapsed)
   local ok=1
   if [ "$expect" = ok ]; then
     [ "$ra" = 0 ] && [ "$rb" = 0 ] || ok=0
@@ -175,6 +176,7 @@ for proto in sendrecv rdma; do
   ITERS=20
   if start_nfq delay 0 0; then
     # Every packet through the user-space queue, unchanged: the baseline of the NFQUEUE rows.
+    BASE=""
     start_pair "$proto"; finish "NFQUEUE, no fault (baseline of the rows below)" "$proto" ok 120
     BASE20=$(elapsed); stop_nfq
   fi
@@ -208,6 +210,7 @@ for proto in sendrecv rdma; do
   fi
 
   ITERS=600
+  BASE=""
   start_pair "$proto"; finish "none (long run, the baseline of the rows below)" "$proto" ok 120
   BASE=$(elapsed)
   # Link down for 3 s mid-transfer: TCP retransmits; the job recovers.

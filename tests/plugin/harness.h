@@ -82,11 +82,10 @@ int mock_pair(nfc::NetPlugin& p, mockefa_api* api, void** send_comm, void** recv
 int wait_request(nfc::NetPlugin& p, void* req, int* sizes, int timeout_ms = kTimeoutMs);
 
 // Polls every request round-robin until each is done or failed (test() returned an error).
-// Returns how many failed, or -1 when some still pend after kTimeoutMs. With bound_ms > 0, what
-// still pends then is left so (sizes[i] stays -1): a receive whose send failed never completes,
-// as on a real network.
+// Returns how many failed, or -1 when some still pend after timeout_ms: every request must end,
+// in success or error (a failed peer or connection fails them all, never leaves them pending).
 int settle(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes,
-           std::vector<bool>* failed, int bound_ms = 0);
+           std::vector<bool>* failed, int timeout_ms = kTimeoutMs);
 
 // Polls every request round-robin until all are done, as NCCL's progress thread does (with manual
 // progress a receive may need its sender's comm polled). sizes[i] gets request i's first size.

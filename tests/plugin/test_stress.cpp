@@ -4,7 +4,11 @@
 // loads the plugin through ncclNetPlugin_v<v> (6..11; default the newest).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -100,6 +104,20 @@ TEST_CASE("stress: issue 15's traffic (3 comms, 8 in flight, 0 B..16 MiB) on tcp
         c.seed = stress_seed(static_cast<uint64_t>(k + 1));
         CHECK(run_two(prov, proto, c));
       }
+    }
+  }
+}
+
+TEST_CASE("stress: a 1 s peer timeout under full load declares no live peer dead", "[stress][peers]") {
+  // Two processes on two cores moving 16 MiB messages as fast as they can, three comms, eight in
+  // flight: probes and their answers compete with the data for the CPU and the connection. With
+  // NCCL_FABRIC_PEER_TIMEOUT=1 a false positive would fail the run.
+  for (const std::string& prov : real_providers()) {
+    for (const char* proto : kProtocols) {
+      DriverConfig c;
+      c.seed = stress_seed(21);
+      c.rounds = 2;
+      CHECK(run_two(prov, proto, c, {{"NCCL_FABRIC_PEER_TIMEOUT", "1"}}));
     }
   }
 }
@@ -278,4 +296,105 @@ TEST_CASE("stress: replay", "[.replay]") {
   for (const char* k : {"NCCL_FABRIC_EAGER_MAX", "NCCL_FABRIC_WRITE_CHUNK", "NCCL_FABRIC_MAX_RECVS", "NCCL_DEBUG"})
     if (getenv(k)) env.push_back({k, getenv(k)});
   CHECK(run_two(prov, p, c, env));
+}
+
+namespace {
+
+size_t resident_bytes() {
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, res = 0;
+  const int n = fscanf(f, "%lu %lu", &size, &res);
+  fclose(f);
+  return n == 2 ? static_cast<size_t>(res) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// The soak's length: NF_SOAK_SECONDS (CI runs the default, a short one; a long run is e.g.
+// NF_SOAK_SECONDS=600 ./tests/plugin/test_stress "[soak]").
+int soak_seconds() {
+  const char* v = getenv("NF_SOAK_SECONDS");
+  const int s = v != nullptr ? atoi(v) : 0;
+  return s > 0 ? s : 12;
+}
+
+// Rounds of NCCL-pattern traffic in one process on the mock, each with its own comms (connected
+// and closed), registrations (per slot or for the buffer, re-registered between rounds) and the
+// mock's faults, alternating protocols. After a warm-up, resident memory and the mock's open
+// registrations and endpoints are sampled after every round: they must stay flat.
+int soak_body(nfc::NetPlugin& p, int seconds) {
+  mockefa_api api;
+  CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock not loaded");
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  struct Sample {
+    size_t rss;
+    uint64_t mrs, eps;
+  };
+  std::vector<Sample> samples;
+  int round = 0;
+  while (elapsed() < seconds || round < 8) {
+    DriverConfig c = variation(stress_seed(static_cast<uint64_t>(5000 + round)));
+    c.comms_10 = 1 + c.comms_10 % 3;
+    c.comms_01 = 1 + c.comms_01 % 2;
+    c.slot_bytes = (1u << 20) + 4096;
+    c.max_random = 1u << 20;
+    c.messages = 16;
+    c.rounds = 2;
+    c.rereg = true;
+    if (drive_single(p, c) != 0) {
+      fprintf(stderr, "soak round %d failed: %s (replay: NF_STRESS_SEED=%llu)\n", round,
+              describe(c).c_str(), static_cast<unsigned long long>(c.seed));
+      dlclose(api.handle);
+      return 1;
+    }
+    mockefa_counters k;
+    api.get_counters(&k);
+    samples.push_back({resident_bytes(), k.open_mrs, k.open_eps});
+    ++round;
+  }
+  dlclose(api.handle);
+  // Warm-up: the first quarter (pools, caches, the allocator's arenas grow to their size).
+  const size_t warm = samples.size() / 4;
+  size_t rss_warm = 0, rss_end = 0;
+  for (size_t i = warm; i < samples.size(); ++i) {
+    CHILD_CHECK(samples[i].mrs == samples[warm].mrs && samples[i].eps == samples[warm].eps,
+                "round %zu: %llu registrations and %llu endpoints open, %llu and %llu after the "
+                "warm-up", i, static_cast<unsigned long long>(samples[i].mrs),
+                static_cast<unsigned long long>(samples[i].eps),
+                static_cast<unsigned long long>(samples[warm].mrs),
+                static_cast<unsigned long long>(samples[warm].eps));
+    if (i < warm + (samples.size() - warm) / 2) rss_warm = std::max(rss_warm, samples[i].rss);
+    else rss_end = std::max(rss_end, samples[i].rss);
+  }
+  fprintf(stderr, "soak: %d rounds in %.0f s; resident %.1f MiB after the warm-up, %.1f MiB at "
+          "the end (peaks of each half); %llu registrations, %llu endpoints open between rounds\n",
+          round, elapsed(), rss_warm / 1048576.0, rss_end / 1048576.0,
+          static_cast<unsigned long long>(samples.back().mrs),
+          static_cast<unsigned long long>(samples.back().eps));
+  // Flat: the second half's peak at most 8 MiB above the first half's (a leak of one comm's
+  // buffers or pools per round would add that within a few rounds).
+  CHILD_CHECK(rss_end <= rss_warm + (8u << 20), "resident memory grew from %.1f to %.1f MiB",
+              rss_warm / 1048576.0, rss_end / 1048576.0);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("soak: comms opened and closed, registrations made and dropped, mock faults; memory stays flat",
+          "[stress][soak]") {
+  for (const char* proto : kProtocols) {
+    PairOptions opt = mock_options();
+    opt.env.push_back({"NCCL_FABRIC_PROTOCOL", proto});
+    for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
+             {"MOCKEFA_EAGAIN_EVERY", "7"}, {"MOCKEFA_CQ_DELAY", "2"}, {"MOCKEFA_CQ_REORDER", "1"},
+             {"MOCKEFA_WIRE_REORDER", "1"}, {"MOCKEFA_LAND_CHUNK", "262144"}})
+      opt.env.push_back(kv);
+    const int seconds = soak_seconds() / 2;
+    std::string log;
+    INFO(proto);
+    CHECK(run_single(opt, [&](nfc::NetPlugin& p) { return soak_body(p, seconds); }, &log));
+    if (!log.empty()) WARN(log);
+  }
 }
