@@ -27,6 +27,8 @@ cp "$plugin" "$dest/lib/"
 cp "$tool" "$dest/bin/"
 [ -f "$build/tools/nccl-fabric-tune" ] && cp "$build/tools/nccl-fabric-tune" "$dest/bin/"
 cp "$gpucheck" "$cudacheck" "$src/tests/gpu/run.sh" "$src/tests/gpu/torch_check.py" "$dest/gpu/"
+# A rank stopped mid-job must become an error on the other within NCCL_FABRIC_PEER_TIMEOUT.
+cp "$src/tests/gpu/peer_stop.py" "$dest/gpu/"
 [ -f "$mock" ] && cp "$mock" "$dest/prov/"
 
 # The C/C++ runtime stays the host's: a libstdc++ on LD_LIBRARY_PATH would shadow the newer one

@@ -170,6 +170,7 @@ void peer_failed(SharedEp& sep, fi_addr_t peer, Status s, const std::string& see
     if (ProbePeer* p = find_peer(*sep.live, peer, nullptr)) p->first_unanswered_ns = 0;
   }
   if (ncomms == 0) return;
+  ++sep.peer_failures;
   NF_WARN("peer %s failed: %s; %d connection(s) with it fail, with %d send(s) and %d receive(s) "
           "pending (NCCL_FABRIC_PEER_TIMEOUT, docs/troubleshooting.md#peer-failure)",
           name.c_str(), seen.c_str(), ncomms, sends, recvs);
@@ -298,13 +299,17 @@ class Keeper {
       for (SharedEp* sep : seps_) {
         // The registry lock is held: remove() (and so the endpoint's destruction) waits for us.
         std::lock_guard<std::mutex> slock(sep->mu);
-        const uint64_t idle = sep->keeper_busy ? kKeeperBusyNs : kKeeperTickNs;
-        if (now - sep->last_poll_ns >= idle) {
+        // Idle: nobody else polled it since our last pass (a counter: the data path reads no
+        // clock for the keeper's sake).
+        if (sep->polls == sep->keeper_polls) {
           const uint64_t before = sep->events;
           sep_progress_all(*sep);
           sep->keeper_busy = sep->events != before;
           busy_ = busy_ || sep->keeper_busy;
+        } else {
+          sep->keeper_busy = false;
         }
+        sep->keeper_polls = sep->polls;
         live_check(*sep, now);
       }
     }

@@ -331,15 +331,18 @@ KeptEndpoints& kept_endpoints() {
 SharedEp::~SharedEp() {
   keeper_remove(this);
   sweep_zombies();
-  if (!zombies.empty()) {
-    // Closing an endpoint under operations a failed connection left in it is where libfabric
-    // 1.x's rxm crashes; and a provider that still holds an operation may still write into its
-    // buffer. So the endpoint, and every buffer those operations may touch, stays as it is.
+  if (!zombies.empty() || peer_failures > 0) {
+    // Closing an endpoint under operations a failed connection left in it, or with a connection
+    // to a peer that died or vanished, is where libfabric 1.x's rxm crashes (fi_close, seen in
+    // the two-host fault tests); and a provider that still holds an operation may still write
+    // into its buffer. So the endpoint, and every buffer those operations may touch, stays as it
+    // is until the process ends (which, after a peer failure, is usually soon: NCCL aborts).
     int ops = 0;
     for (auto& z : zombies) ops += z->in_flight;
-    NF_WARN("finalize: %d operation(s) of closed comms are still in the provider; their endpoint "
-            "and buffers are left open until the process exits, rather than closed under them",
-            ops);
+    NF_WARN("finalize: %s; the endpoint%s left open until the process exits rather than closed "
+            "under %s", ops > 0 ? "operations of closed comms are still in the provider" :
+            "a peer of this endpoint failed", ops > 0 ? " and their buffers are" : " is",
+            ops > 0 ? "them" : "a broken connection");
     KeptEndpoints& k = kept_endpoints();
     std::lock_guard<std::mutex> lock(k.mu);
     for (auto& e : more) k.eps.push_back(std::move(e));
@@ -704,13 +707,12 @@ Status comm_tail(Comm& c) {
 Status comm_progress(Comm& c) {
   SharedEp& sep = *c.sep;
   NF_CHECK(sep_progress(sep));
-  sep.last_poll_ns = now_ns();
+  ++sep.polls;
   return comm_tail(c);
 }
 
 void sep_progress_all(SharedEp& sep) {
   if (!ok(sep_progress(sep))) return;
-  sep.last_poll_ns = now_ns();
   for (Comm* c : sep.comms)
     if (!c->closing && c->role != CommRole::kListen) (void)comm_tail(*c);
 }

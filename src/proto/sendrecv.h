@@ -234,10 +234,12 @@ struct SharedEp {
   bool zombie_done = false;      // a zombie's last operation came back: sweep after the CQ pass
   void sweep_zombies();
   std::unique_ptr<Liveness> live;  // peer probes (liveness.h)
-  uint64_t last_poll_ns = 0;     // when a CQ pass last ran (the keeper skips busy endpoints)
+  uint64_t polls = 0;            // CQ passes by NCCL's calls (the keeper skips busy endpoints)
+  uint64_t keeper_polls = 0;     // ... as the keeper saw it at its last pass
   uint64_t events = 0;           // completions dispatched (the keeper's pass found work?)
   bool keeper_busy = false;      // the keeper's last pass found work: it comes back sooner
   bool kept_warned = false;
+  int peer_failures = 0;         // peers declared failed (the endpoint is not closed at the end)
   int cq_batch = 16;             // NCCL_FABRIC_CQ_BATCH      // said once that a closed comm left operations in the provider
 
   SharedEp() = default;
