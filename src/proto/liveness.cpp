@@ -176,12 +176,17 @@ void peer_failed(SharedEp& sep, fi_addr_t peer, Status s, const std::string& see
           name.c_str(), seen.c_str(), ncomms, sends, recvs);
 }
 
-void live_check(SharedEp& sep, uint64_t now) {
+void live_check(SharedEp& sep, uint64_t /*caller's clock*/) {
   if (!sep.live) return;
+  // The clock is read here, under the lock: a `now` the caller read before it waited for the lock
+  // can be older than a ping another thread sent meanwhile, and `now - sent` would wrap (the
+  // keeper, waiting while a close held the lock, once declared a live peer dead for
+  // "18446744073.7 s" that way).
+  const uint64_t now = now_ns();
   Liveness& lv = *sep.live;
   for (int i = 0; i < kProbeRx; ++i) post_rx(sep, lv, i);
   if (lv.timeout_ns == 0) return;
-  if (now - lv.last_check_ns < kKeeperTickNs / 2) return;
+  if (now >= lv.last_check_ns && now - lv.last_check_ns < kKeeperTickNs / 2) return;
   lv.last_check_ns = now;
   for (ProbePeer& p : lv.peers) {
     p.pending = false;
@@ -212,14 +217,15 @@ void live_check(SharedEp& sep, uint64_t now) {
       p.first_unanswered_ns = 0;  // nothing waits on it, or it is alive
       if (!p.pending) continue;
     }
-    if (p.first_unanswered_ns != 0 && now - p.first_unanswered_ns > lv.timeout_ns) {
+    if (p.first_unanswered_ns != 0 && now > p.first_unanswered_ns &&
+        now - p.first_unanswered_ns > lv.timeout_ns) {
       char why[160];
       snprintf(why, sizeof(why), "no answer to a liveness probe for %.1f s",
                static_cast<double>(now - p.first_unanswered_ns) / 1e9);
       peer_failed(sep, p.addr, Status::kRemoteError, why);
       continue;
     }
-    if (p.tx_busy || now - p.last_ping_ns < lv.interval_ns) continue;
+    if (p.tx_busy || (now >= p.last_ping_ns && now - p.last_ping_ns < lv.interval_ns)) continue;
     // The clock runs from the first ping due, whether or not the provider takes it: a provider
     // that refuses sends to a broken connection (rxm: -FI_EAGAIN) must not stop it.
     if (p.first_unanswered_ns == 0) p.first_unanswered_ns = now;

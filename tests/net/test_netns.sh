@@ -192,7 +192,13 @@ start_nfq() {  # args for nfq_fault (after the queue number)
   ip netns exec "$NB" "$NFQ" 7 "$@" > "$WORK/nfq_b.log" 2>&1 &
   NFQ_PIDS+=($!)
   sleep 0.3
-  kill -0 "${NFQ_PIDS[0]}" 2> /dev/null || { cat "$WORK/nfq_a.log"; return 1; }
+  if ! kill -0 "${NFQ_PIDS[0]}" 2> /dev/null || ! kill -0 "${NFQ_PIDS[1]}" 2> /dev/null; then
+    # No queue reader (no nfnetlink_queue here): say so and leave no rule behind, or the
+    # bypassed NFQUEUE rule would accept packets ahead of later rows' rules.
+    echo "(nfq_fault could not run: $(cat "$WORK/nfq_a.log" "$WORK/nfq_b.log" | tr '\n' ' '))"
+    stop_nfq
+    return 1
+  fi
 }
 stop_nfq() {
   for p in "${NFQ_PIDS[@]}"; do kill "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
