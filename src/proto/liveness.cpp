@@ -176,9 +176,9 @@ void peer_failed(SharedEp& sep, fi_addr_t peer, Status s, const std::string& see
           name.c_str(), seen.c_str(), ncomms, sends, recvs);
 }
 
-void live_check(SharedEp& sep, uint64_t /*caller's clock*/) {
+void live_check(SharedEp& sep) {
   if (!sep.live) return;
-  // The clock is read here, under the lock: a `now` the caller read before it waited for the lock
+  // The clock is read here, under the lock: a time the caller read before it waited for the lock
   // can be older than a ping another thread sent meanwhile, and `now - sent` would wrap (the
   // keeper, waiting while a close held the lock, once declared a live peer dead for
   // "18446744073.7 s" that way).
@@ -300,7 +300,6 @@ class Keeper {
       // else progresses (the peer closed, or NCCL is not calling) still moves at a useful rate.
       cv_.wait_for(lock, std::chrono::nanoseconds(busy_ ? kKeeperBusyNs : kKeeperTickNs));
       if (stopping_) break;
-      const uint64_t now = now_ns();
       busy_ = false;
       for (SharedEp* sep : seps_) {
         // The registry lock is held: remove() (and so the endpoint's destruction) waits for us.
@@ -316,7 +315,7 @@ class Keeper {
           sep->keeper_busy = false;
         }
         sep->keeper_polls = sep->polls;
-        live_check(*sep, now);
+        live_check(*sep);
       }
     }
   }

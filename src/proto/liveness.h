@@ -62,7 +62,7 @@ inline bool is_probe_op(const OpCtx* op) { return op->req == nullptr; }
 // A probe operation completed (e != NULL) or failed (err != NULL). Under sep.mu.
 void live_on_completion(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const CqError* err);
 // Sends the pings that are due and fails the peers that left them unanswered. Under sep.mu.
-void live_check(SharedEp& sep, uint64_t now);
+void live_check(SharedEp& sep);
 // Every comm with `peer` fails with s: one WARN that names the peer, what was pending and what was
 // seen. Under sep.mu.
 void peer_failed(SharedEp& sep, fi_addr_t peer, Status s, const std::string& seen);

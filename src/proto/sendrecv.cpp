@@ -415,6 +415,18 @@ bool Comm::close_wait() {
     }
   }
   if (failed_before) limit = kCloseWaitFailedNs;
+  // Cancels our posted receives (sends cannot be cancelled and finish or fail on their own; an
+  // RDMA receive has only its CTS send out) and stops RDMA receives taking writes. Under sep->mu.
+  auto cancel_posted = [this] {
+    pool->for_each([&](Request* r) {
+      if (r->state == ReqState::kFree || r->in_flight == 0) return;
+      if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend || r->type == ReqType::kFlush)
+        return;
+      if (r->type == ReqType::kRecv && proto == kProtoRdma) return;
+      for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
+    });
+    rdma_close(*this);  // slots freed, registrations no longer in use by announced receives
+  };
   // 1. Drain: messages the peer already sent into our posted receives (also a closed peer's, which
   //    its provider still delivers) are taken, not cancelled: cancelled, they would stay in our
   //    provider as unexpected messages, and rxm stalls a connection behind those. Until every
@@ -445,16 +457,8 @@ bool Comm::close_wait() {
           receiving = true;
       });
       if (!cancelled && (!receiving || now - quiet_since >= kCloseQuietNs || !ok(failed))) {
+        cancel_posted();
         cancelled = true;
-        pool->for_each([&](Request* r) {
-          if (r->state == ReqState::kFree || r->in_flight == 0) return;
-          if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ||
-              r->type == ReqType::kFlush)
-            return;
-          if (r->type == ReqType::kRecv && proto == kProtoRdma) return;  // only its CTS send is out
-          for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
-        });
-        rdma_close(*this);  // announced receives stop taking writes: slots freed, registrations unused
         continue;
       }
       if (cancelled && !busy) break;
@@ -464,7 +468,7 @@ bool Comm::close_wait() {
         failed_before = true;
         limit = now - start + kCloseWaitFailedNs;
       }
-      live_check(*sep, now);
+      live_check(*sep);
     }
     if (now - start > limit) break;
     if (pass >= 64) std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -472,14 +476,7 @@ bool Comm::close_wait() {
   std::lock_guard<std::mutex> lock(sep->mu);
   close_waiting = false;
   if (!cancelled) {
-    pool->for_each([&](Request* r) {
-      if (r->state == ReqState::kFree || r->in_flight == 0) return;
-      if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend || r->type == ReqType::kFlush)
-        return;
-      if (r->type == ReqType::kRecv && proto == kProtoRdma) return;
-      for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
-    });
-    rdma_close(*this);
+    cancel_posted();
     for (int pass = 0; pass < 64; ++pass)
       if (!ok(comm_progress(*this))) break;
   }
