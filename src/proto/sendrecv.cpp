@@ -339,10 +339,13 @@ SharedEp::~SharedEp() {
     // is until the process ends (which, after a peer failure, is usually soon: NCCL aborts).
     int ops = 0;
     for (auto& z : zombies) ops += z->in_flight;
-    NF_WARN("finalize: %s; the endpoint%s left open until the process exits rather than closed "
-            "under %s", ops > 0 ? "operations of closed comms are still in the provider" :
-            "a peer of this endpoint failed", ops > 0 ? " and their buffers are" : " is",
-            ops > 0 ? "them" : "a broken connection");
+    if (ops > 0)
+      NF_WARN("finalize: %d operation(s) of closed comms are still in the provider; their endpoint "
+              "and buffers are left open until the process exits rather than closed under them",
+              ops);
+    else
+      NF_WARN("finalize: a peer of this endpoint failed; the endpoint is left open until the "
+              "process exits rather than closed under a broken connection");
     KeptEndpoints& k = kept_endpoints();
     std::lock_guard<std::mutex> lock(k.mu);
     for (auto& e : more) k.eps.push_back(std::move(e));

@@ -238,9 +238,9 @@ struct SharedEp {
   uint64_t keeper_polls = 0;     // ... as the keeper saw it at its last pass
   uint64_t events = 0;           // completions dispatched (the keeper's pass found work?)
   bool keeper_busy = false;      // the keeper's last pass found work: it comes back sooner
-  bool kept_warned = false;
+  bool kept_warned = false;      // said once that a closed comm left operations in the provider
   int peer_failures = 0;         // peers declared failed (the endpoint is not closed at the end)
-  int cq_batch = 16;             // NCCL_FABRIC_CQ_BATCH      // said once that a closed comm left operations in the provider
+  int cq_batch = 16;             // NCCL_FABRIC_CQ_BATCH
 
   SharedEp() = default;
   ~SharedEp();
