@@ -21,8 +21,11 @@ AC_DEFUN([NF_CHECK_LIBFABRIC], [
     PKG_CHECK_MODULES([FABRIC], [libfabric >= 1.17], [],
       [AC_MSG_ERROR([libfabric >= 1.17 not found by pkg-config. Install it (Debian: apt-get install libfabric-dev) or pass --with-libfabric=DIR])])
     FABRIC_VERSION=`$PKG_CONFIG --modversion libfabric`
+    # Its headers are system headers to us: our warnings (-Wshadow, -Werror) are not theirs to pass
+    # (libfabric 2.x declares functions named like structs).
+    FABRIC_CFLAGS=`echo " $FABRIC_CFLAGS" | sed 's/ -I/ -isystem /g'`
   ], [
-    FABRIC_CFLAGS="-I$with_libfabric/include"
+    FABRIC_CFLAGS="-isystem $with_libfabric/include"
     nf_fabric_libdir="$with_libfabric/lib"
     AS_IF([test -d "$with_libfabric/lib64"], [nf_fabric_libdir="$with_libfabric/lib64"])
     FABRIC_LIBS="-L$nf_fabric_libdir -Wl,-rpath,$nf_fabric_libdir -lfabric"
@@ -38,7 +41,27 @@ AC_DEFUN([NF_CHECK_LIBFABRIC], [
   AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <rdma/fabric.h>]], [[return (int)fi_version();]])],
     [AC_MSG_RESULT([yes])],
     [AC_MSG_RESULT([no]); AC_MSG_ERROR([cannot link with libfabric ($FABRIC_LIBS) (Debian: apt-get install libfabric-dev)])])
+  # What the headers declare beyond 1.17, symbol by symbol (src/fabric/fi_compat.h declares the
+  # rest itself, with the values and layouts the newer ABI fixes).
+  AC_CHECK_DECLS([FI_OPT_CUDA_API_PERMITTED, FI_MR_DMABUF, FI_OPT_EFA_EMULATED_WRITE,
+                  FI_OPT_EFA_USE_DEVICE_RDMA, FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES,
+                  FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES, FI_AV_MAP], [], [],
+    [[#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_ext.h>]])
+  AC_CHECK_TYPES([struct fi_mr_dmabuf], [], [], [[#include <rdma/fi_domain.h>]])
+  AC_CHECK_MEMBERS([struct fi_mr_attr.dmabuf, struct fi_mr_attr.hmem_data], [], [],
+    [[#include <rdma/fi_domain.h>]])
+  AC_MSG_CHECKING([the libfabric API version of the headers])
+  AC_COMPUTE_INT([nf_fi_major], [FI_MAJOR_VERSION], [[#include <rdma/fabric.h>]], [nf_fi_major=0])
+  AC_COMPUTE_INT([nf_fi_minor], [FI_MINOR_VERSION], [[#include <rdma/fabric.h>]], [nf_fi_minor=0])
+  FABRIC_HEADERS_VERSION="$nf_fi_major.$nf_fi_minor"
+  AC_MSG_RESULT([$FABRIC_HEADERS_VERSION])
+  AS_IF([test "$nf_fi_major" -lt 1 || { test "$nf_fi_major" -eq 1 && test "$nf_fi_minor" -lt 17; }],
+    [AC_MSG_ERROR([libfabric headers $FABRIC_HEADERS_VERSION are older than 1.17, the oldest we support])])
   CPPFLAGS="$nf_save_CPPFLAGS"; LIBS="$nf_save_LIBS"
+  AC_SUBST([FABRIC_HEADERS_VERSION])
   AC_SUBST([FABRIC_CFLAGS])
   AC_SUBST([FABRIC_LIBS])
   AC_SUBST([FABRIC_VERSION])

@@ -191,11 +191,21 @@ void collect_limits(Report* r) {
 void collect_nics(const nf::Params& p, bool cuda, Report* r) {
   std::vector<nf::Nic> nics;
   std::string report;
+  uint32_t api_cap = 0;
+  std::string api_error;
+  if (!nf::ok(nf::parse_api_version(p.get_str(nf::ParamId::kApiVersion), &api_cap, &api_error)))
+    api_cap = 0;  // reported with the other bad parameters
   const nf::Status s = nf::discover_nics(p.get_str(nf::ParamId::kProvider),
-                                         p.get_str(nf::ParamId::kDomain), cuda, &nics, &report);
+                                         p.get_str(nf::ParamId::kDomain), cuda, &nics, &report,
+                                         api_cap);
   r->providers_tried = report;
   if (!nf::ok(s)) return;
   r->provider = nics.front().provider;
+  const uint32_t api = nics.front().api_version;
+  r->api_version = nf::api_version_str(api);
+  r->api_below_library_118 = api < FI_VERSION(1, 18) && fi_version() >= FI_VERSION(1, 18);
+  r->api_below_library_120 = api < FI_VERSION(1, 20) && fi_version() >= FI_VERSION(1, 20);
+  for (const nf::Nic& n : nics) r->nic_hmem = r->nic_hmem || n.hmem;
   // The speeds the plugin will report, with their sources (a bad NCCL_FABRIC_PLATFORM is
   // reported by the platform section; the generic row stands in here).
   nf::PlatformChoice choice;
@@ -322,14 +332,20 @@ int main(int argc, char** argv) {
     if (!nf::parse_param(defs[i], v, &iv, &sv, &err)) r.bad_params.push_back(err);
     else params.set(defs[i].id, v);
   }
+  {
+    uint32_t cap = 0;
+    std::string err;
+    if (!nf::ok(nf::parse_api_version(params.get_str(nf::ParamId::kApiVersion), &cap, &err)))
+      r.bad_params.push_back(err);
+  }
   const std::map<std::string, std::string> before = env_snapshot();
   r.cuda_context = a.no_cuda ? "not made (--no-cuda)" : make_cuda_current();
   if (r.cuda_context.empty()) r.cuda_context = "current on device 0";
   nf::Cuda& cuda = nf::Cuda::get(params.get_str(nf::ParamId::kCudaLibrary));
   r.cuda = cuda.why();
   r.cuda_available = cuda.available();
-  r.libfabric_version = std::to_string(FI_MAJOR(fi_version())) + "." +
-                        std::to_string(FI_MINOR(fi_version()));
+  r.libfabric_version = nf::api_version_str(fi_version());
+  r.libfabric_built = nf::api_version_str(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION));
   collect_nics(params, cuda.available(), &r);
   const std::string plugin = find_plugin(a);
   collect_devices(plugin, &r);

@@ -133,7 +133,15 @@ Tuner* Tuner::create(const InitArgs& a) {
   t->mode_ = mode;
   gather_facts(a, params, &t->facts_);
   t->shape_ = shape_from_facts(t->facts_);
-  t->user_algo_proto_ = env_set("NCCL_ALGO") || env_set("NCCL_PROTO");
+  // LL128 across nodes where the net plugin found the provider cannot order 128-byte lines: it set
+  // NCCL_PROTO=^LL128 itself (not the user's choice), and the model never picks LL128 then.
+  const char* ll128_off = std::getenv(kLl128OffEnv);
+  const bool proto_ours = ll128_off != nullptr && strcmp(ll128_off, "set-proto") == 0;
+  t->ll128_off_ = proto_ours && a.n_nodes > 1;
+  if (t->ll128_off_)
+    NF_INFO(kSubsysTuning, "tuner: LL128 is not used across the %zu nodes: the network provider "
+            "cannot order 128-byte lines (the net plugin set NCCL_PROTO=^LL128)", a.n_nodes);
+  t->user_algo_proto_ = env_set("NCCL_ALGO") || (env_set("NCCL_PROTO") && !proto_ours);
   if (t->user_algo_proto_)
     NF_INFO(kSubsysTuning, "tuner: NCCL_ALGO/NCCL_PROTO set (%s/%s): algorithm and protocol are "
             "left to NCCL; rules still set channels and chunk sizes",
@@ -249,6 +257,8 @@ void Tuner::get_coll_info(int coll, size_t n_bytes, float* table, int num_algo, 
       num_algo <= 0 || num_proto <= 0)
     return;
   const int na = std::min(num_algo, kNumAlgos), np = std::min(num_proto, kNumProtos);
+  if (ll128_off_ && NCCL_PROTO_LL128 < np)
+    for (int a = 0; a < na; ++a) table[a * num_proto + NCCL_PROTO_LL128] = NCCL_ALGO_PROTO_IGNORE;
   int algo = -1, proto = -1;
   const ActiveRule* r = rules_[coll].empty()
                             ? nullptr

@@ -72,6 +72,8 @@ class Tuner {
 
   Mode mode_ = Mode::kOff;
   bool use_model_ = false;
+  bool ll128_off_ = false;        // LL128 is never usable: nodes > 1 and the provider cannot order
+                                  // 128-byte lines (kLl128OffEnv)
   bool user_algo_proto_ = false;  // NCCL_ALGO or NCCL_PROTO set: those are NCCL's
   uint64_t chunk_floor_ = 0;      // bytes one network step's latency is worth; 0: no model chunks
   Facts facts_;

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <strings.h>
 
+#include "fabric/fi_compat.h"
 #include "mem/gdr.h"
 #include "mem/mr_cache.h"
 #include "platform/platform.h"
@@ -27,8 +30,10 @@ struct Devices {
   std::vector<std::vector<size_t>> groups;
   std::vector<std::string> names;
   std::vector<bool> rma;  // every NIC of the device can carry the RDMA protocol
+  bool write_emulated = false;  // the provider emulates RMA writes (EFA without RDMA write)
   std::vector<std::string> near_gpus;  // the GPUs behind the device's PCIe switch, for the log
   GdrReport gdr;  // probed on the first NIC, applies to every device
+  EpFeatures features;  // what an endpoint of the first NIC answered (EFA's options)
   PlatformChoice platform;  // the platform-table row (docs/platforms.md)
   int live_contexts = 0;
   int max_recvs = 1;
@@ -51,6 +56,110 @@ int group_speed_mbps(const Devices& d, const std::vector<size_t>& g) {
   return static_cast<int>(speed < INT32_MAX ? speed : INT32_MAX);
 }
 
+// The library and the headers disagree in a way that costs features: the API version obtained is
+// below a step (1.18, 1.20) that the loaded library has. A WARN where GPU memory or EFA is in
+// play (EFA keys device RDMA on the API version; DMA-BUF needs 1.20), else INFO.
+void warn_version_mismatch(const Nic& nic) {
+  const uint32_t lib = fi_version();
+  const uint32_t api = nic.api_version;
+  std::string lost;
+  if (api < kFiApi118 && lib >= kFiApi118)
+    lost = "below 1.18, EFA leaves device RDMA off on first-generation devices (p4d: writes and the "
+           "flush read emulated) and FI_OPT_CUDA_API_PERMITTED does not exist";
+  else if (api < kFiApi120 && lib >= kFiApi120)
+    lost = "below 1.20 there is no FI_MR_DMABUF (GPU memory registers only through the "
+           "provider's own CUDA path)";
+  const bool matters = nic.hmem || nic.provider.rfind("efa", 0) == 0;
+  char why[160];
+  if (lib < kFiBuiltVersion)
+    snprintf(why, sizeof(why), "the loaded libfabric %u.%u is older than the %u.%u headers the "
+             "plugin was built against", FI_MAJOR(lib), FI_MINOR(lib), FI_MAJOR_VERSION,
+             FI_MINOR_VERSION);
+  else if (api < lib && api == kFiBuiltVersion)
+    snprintf(why, sizeof(why), "the plugin was built against libfabric %u.%u headers, so it asks "
+             "for no newer API than that (rebuild with --with-libfabric=<the installed prefix>)",
+             FI_MAJOR_VERSION, FI_MINOR_VERSION);
+  else
+    snprintf(why, sizeof(why), "the provider or NCCL_FABRIC_API_VERSION held it there");
+  if (lost.empty()) {
+    if (lib != kFiBuiltVersion)
+      NF_INFO(kSubsysInit | kSubsysNet, "libfabric: loaded %u.%u, built against %u.%u, API %s: "
+              "%s; nothing the plugin uses depends on the difference", FI_MAJOR(lib),
+              FI_MINOR(lib), FI_MAJOR_VERSION, FI_MINOR_VERSION,
+              api_version_str(api).c_str(), why);
+    return;
+  }
+  if (matters)
+    NF_WARN("libfabric API %s obtained from the loaded %u.%u: %s; %s (docs/compatibility.md)",
+            api_version_str(api).c_str(), FI_MAJOR(lib), FI_MINOR(lib), why, lost.c_str());
+  else
+    NF_INFO(kSubsysInit | kSubsysNet, "libfabric API %s obtained from the loaded %u.%u: %s; %s "
+            "(no GPU memory or EFA here, so it costs nothing)", api_version_str(api).c_str(),
+            FI_MAJOR(lib), FI_MINOR(lib), why, lost.c_str());
+}
+
+// Whether NCCL_PROTO's value lets NCCL use LL128 ("^a,b" excludes, "a,b" includes).
+bool nccl_proto_allows_ll128(const char* v) {
+  std::string s = v;
+  bool exclude = !s.empty() && s[0] == '^';
+  if (exclude) s.erase(0, 1);
+  bool listed = false;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    std::string item = s.substr(pos, comma - pos);
+    if (strcasecmp(item.c_str(), "LL128") == 0) listed = true;
+    pos = comma + 1;
+  }
+  return exclude ? !listed : listed;
+}
+
+// LL128 across the network needs each 128-byte line of a transfer to land in order and once
+// (NCCL reads a flag inside every line). EFA promises it only where an endpoint is granted
+// FI_OPT_EFA_{WRITE,SENDRECV}_IN_ORDER_ALIGNED_128_BYTES for the path the data takes: RDMA writes
+// (the RDMA protocol; its eager messages are copied after they arrive whole) or receives
+// (SENDRECV). Providers without EFA's options deliver a byte stream or copy with the CPU, as
+// NCCL's socket transport does, and are not restricted.
+void ll128_policy(Devices& d, const Params& p) {
+  unsetenv(kLl128OffEnv);
+  const EpFeatures& f = d.features;
+  if (!f.efa_options) return;
+  const std::string& want = p.get_str(ParamId::kProtocol);
+  const bool rdma = want == "rdma" ||
+                    (want == "auto" && !d.rma.empty() && d.rma[0] && !f.write_emulated &&
+                     d.platform.row->protocol != PlatformProtocol::kSendrecv);
+  const bool granted = rdma ? f.write_in_order_128 : f.sendrecv_in_order_128;
+  const char* opt = rdma ? "FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES"
+                         : "FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES";
+  NF_INFO(kSubsysInit | kSubsysNet, "LL128: the %s protocol needs %s: %s (%s)",
+          rdma ? "RDMA" : "SENDRECV", opt, granted ? "granted" : "refused", f.in_order_note.c_str());
+  if (granted) return;
+  const Platform& row = *d.platform.row;
+  const std::string expected =
+      row.ll128_expected == 1
+          ? std::string("; the platform table expects ") + row.name + " to grant it: check that "
+            "the EFA installer's libfabric (>= 1.18) is the one loaded and FI_EFA_USE_DEVICE_RDMA "
+            "is not 0"
+          : std::string();
+  const char* user = getenv("NCCL_PROTO");
+  if (user == nullptr) {
+    setenv("NCCL_PROTO", "^LL128", 1);
+    setenv(kLl128OffEnv, "set-proto", 1);
+    NF_WARN("provider '%s' cannot guarantee that each 128-byte line lands in order (%s refused; "
+            "the provider answered: %s): NCCL's LL128 protocol could read torn lines across the network, so NCCL_PROTO "
+            "is set to ^LL128 for this process%s (docs/troubleshooting.md#ll128)",
+            d.provider.c_str(), opt, f.in_order_note.c_str(), expected.c_str());
+  } else {
+    setenv(kLl128OffEnv, "user-proto", 1);
+    if (nccl_proto_allows_ll128(user))
+      NF_WARN("NCCL_PROTO=%s allows LL128, but provider '%s' cannot guarantee that each 128-byte "
+              "line lands in order (%s refused): collectives that use LL128 across nodes risk "
+              "silently corrupted results; exclude it (NCCL_PROTO=^LL128) unless you know this "
+              "NIC orders them (docs/troubleshooting.md#ll128)", user, d.provider.c_str(), opt);
+  }
+}
+
 Status discover_locked(Devices& d, const Params& p) {
   if (d.found) return Status::kOk;
   NF_CHECK(choose_platform(p, &d.platform));
@@ -60,7 +169,14 @@ Status discover_locked(Devices& d, const Params& p) {
   // FI_HMEM is asked for only where GPU memory can exist: it narrows what providers offer.
   const bool want_hmem = p.get_str(ParamId::kGdr) != "off" &&
                          Cuda::get(p.get_str(ParamId::kCudaLibrary)).available();
-  Status s = discover_nics(wanted, p.get_str(ParamId::kDomain), want_hmem, &d.nics, &report);
+  uint32_t api_cap = 0;
+  std::string api_error;
+  if (!ok(parse_api_version(p.get_str(ParamId::kApiVersion), &api_cap, &api_error))) {
+    NF_WARN("bad parameter: %s", api_error.c_str());
+    return Status::kInvalidUsage;
+  }
+  Status s = discover_nics(wanted, p.get_str(ParamId::kDomain), want_hmem, &d.nics, &report,
+                           api_cap);
   if (!ok(s)) {
     NF_WARN("no usable libfabric device: tried %s. The plugin needs an RDM endpoint with tagged "
             "messages; check fi_info -t FI_EP_RDM and NCCL_FABRIC_PROVIDER%s", report.c_str(),
@@ -68,6 +184,15 @@ Status discover_locked(Devices& d, const Params& p) {
     return Status::kSystemError;
   }
   d.provider = d.nics.front().provider;
+  if (p.get_bool(ParamId::kTestAssumeDmabuf)) {
+    // Testing only: the mock provider, built against older headers, is told the fabric is opened
+    // at API 1.20 (it keys FI_MR_DMABUF on that, as EFA does).
+    for (Nic& n : d.nics) {
+      if (n.api_version >= kFiDmabufVersion) continue;
+      n.api_version = kFiDmabufVersion;
+      n.info->fabric_attr->api_version = kFiDmabufVersion;
+    }
+  }
   settle_nic_speeds(p, *d.platform.row, &d.nics);
   d.domains.assign(d.nics.size(), nullptr);
   // NICs become devices by the PCI topology (topo/): the NICs behind the same PCIe switch as the
@@ -103,9 +228,11 @@ Status discover_locked(Devices& d, const Params& p) {
   }
   d.max_recvs = static_cast<int>(p.get_int(ParamId::kMaxRecvs));
   d.found = true;
-  NF_INFO(kSubsysInit | kSubsysNet, "using libfabric %u.%u provider '%s' with %zu device(s) (%s)",
-          FI_MAJOR(fi_version()), FI_MINOR(fi_version()), d.provider.c_str(), d.nics.size(),
-          report.c_str());
+  NF_INFO(kSubsysInit | kSubsysNet, "using libfabric %u.%u (built against %u.%u headers) "
+          "provider '%s' at API %s with %zu device(s) (%s)", FI_MAJOR(fi_version()),
+          FI_MINOR(fi_version()), FI_MAJOR_VERSION, FI_MINOR_VERSION, d.provider.c_str(),
+          api_version_str(d.nics.front().api_version).c_str(), d.nics.size(), report.c_str());
+  warn_version_mismatch(d.nics.front());
   for (size_t i = 0; i < d.nics.size(); ++i) {
     const Nic& n = d.nics[i];
     NF_INFO(kSubsysInit | kSubsysNet, "NIC %zu: %s pci=%s speed=%d Mb/s (%s) mr_mode=0x%llx "
@@ -127,6 +254,26 @@ Status discover_locked(Devices& d, const Params& p) {
           d.gdr.cuda_reason.c_str());
   NF_INFO(kSubsysInit | kSubsysNet, "DMA-BUF %s: %s", d.gdr.dmabuf ? "on (NCCL_PTR_DMABUF)" : "off",
           d.gdr.dmabuf_reason.c_str());
+  {
+    // One endpoint, opened and closed, says what the provider's endpoints offer.
+    std::unique_ptr<Endpoint> probe;
+    if (!ok(Endpoint::open(d.domains[0], 64, &probe))) {
+      d.found = false;
+      d.domains[0].reset();
+      return Status::kSystemError;
+    }
+    d.features = probe->features();
+  }
+  const EpFeatures& f = d.features;
+  if (f.efa_options)
+    NF_INFO(kSubsysInit | kSubsysNet, "EFA endpoint options: device RDMA %s; RMA writes %s, reads "
+            "%s (FI_OPT_EFA_EMULATED_WRITE/READ); 128-byte in-order: %s",
+            f.device_rdma_set ? "asked for (FI_OPT_EFA_USE_DEVICE_RDMA=true)"
+                              : ("left to the provider: " + f.device_rdma_note).c_str(),
+            f.write_emulated ? "emulated" : "by the device",
+            f.read_emulated ? "emulated" : "by the device", f.in_order_note.c_str());
+  d.write_emulated = f.efa_options && f.write_emulated;
+  ll128_policy(d, p);
   if (!d.gdr.cuda && p.get_str(ParamId::kGdr) == "require") {
     NF_WARN("NCCL_FABRIC_GDR=require, but GPUDirect RDMA is not available: %s",
             d.gdr.cuda_reason.c_str());
@@ -284,6 +431,7 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   std::vector<std::shared_ptr<Domain>> doms;
   size_t ndev = 0;
   bool rma = false;
+  bool write_emulated = false;
   std::string name;
   const Platform* platform_row = &generic_platform();
   std::string rma_note;
@@ -306,6 +454,7 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     }
     ndev = d.groups.size();
     rma = d.rma[static_cast<size_t>(dev)];
+    write_emulated = d.write_emulated;
     platform_row = d.platform.row;
     name = d.names[static_cast<size_t>(dev)];
     out->provider = d.provider;
@@ -323,8 +472,13 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     out->offered = kProtoRdma;
   } else {
     out->offered = rma ? (kProtoSendRecv | kProtoRdma) : kProtoSendRecv;
-    // The platform row may know better (p4d's EFA has no RDMA write: writes would be emulated).
-    if (rma && platform_row->protocol == PlatformProtocol::kSendrecv) {
+    // The provider says its writes are emulated (EFA without RDMA write: p4d, or device RDMA
+    // off): each write would become messages the target copies, SENDRECV without the benefit.
+    if (rma && write_emulated) {
+      out->offered = kProtoSendRecv;
+      rma_note = "the provider emulates RMA writes (FI_OPT_EFA_EMULATED_WRITE)";
+    } else if (rma && platform_row->protocol == PlatformProtocol::kSendrecv) {
+      // The platform row may know better (p4d's EFA has no RDMA write: writes would be emulated).
       out->offered = kProtoSendRecv;
       rma_note = std::string("the platform row ") + platform_row->name + " prefers SENDRECV";
     }

@@ -149,9 +149,45 @@ InfoPtr make_hints(const std::string& provider, bool rma, bool hmem) {
 }  // namespace
 
 uint32_t fabric_api_version() {
-  uint32_t built = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
-  uint32_t lib = fi_version();
-  return lib < built ? lib : built;
+  const uint32_t lib = fi_version();
+  return lib < kFiBuiltVersion ? lib : kFiBuiltVersion;
+}
+
+std::string api_version_str(uint32_t v) {
+  return std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
+}
+
+Status parse_api_version(const std::string& text, uint32_t* out, std::string* error) {
+  *out = 0;
+  if (text.empty() || text == "auto") return Status::kOk;
+  unsigned major = 0, minor = 0;
+  char tail = 0;
+  if (sscanf(text.c_str(), "%u.%u%c", &major, &minor, &tail) != 2 || major > 255 || minor > 255) {
+    *error = "NCCL_FABRIC_API_VERSION='" + text + "': expected auto or MAJOR.MINOR (e.g. 1.18)";
+    return Status::kInvalidUsage;
+  }
+  const uint32_t v = FI_VERSION(major, minor);
+  if (v < kFiApi117) {
+    *error = "NCCL_FABRIC_API_VERSION=" + text + ": below 1.17, the oldest API the plugin uses";
+    return Status::kInvalidUsage;
+  }
+  *out = v;
+  return Status::kOk;
+}
+
+std::vector<uint32_t> api_version_ladder(uint32_t cap) {
+  uint32_t top = fabric_api_version();
+  if (cap != 0 && cap < top) top = cap;
+  std::vector<uint32_t> out;
+  uint32_t v = top;
+  while (v >= kFiApi117) {
+    out.push_back(v);
+    if (FI_MINOR(v) > 0) v = FI_VERSION(FI_MAJOR(v), FI_MINOR(v) - 1);
+    else if (FI_MAJOR(v) == 2) v = kFiApi122;  // 1.22 was the last 1.x
+    else break;
+  }
+  if (out.empty()) out.push_back(kFiApi117);
+  return out;
 }
 
 int default_speed_mbps(const std::string& provider) {
@@ -169,32 +205,53 @@ const std::vector<std::string>& default_provider_order() {
 }
 
 Status discover_nics(const std::string& wanted, const std::string& domain_filter, bool want_hmem,
-                     std::vector<Nic>* out, std::string* report) {
+                     std::vector<Nic>* out, std::string* report, uint32_t api_cap) {
   out->clear();
   report->clear();
+  const std::vector<uint32_t> ladder = api_version_ladder(api_cap);
   std::vector<std::string> candidates;
   if (!wanted.empty()) candidates.push_back(wanted);
   else candidates = default_provider_order();
   const std::set<std::string> domains = split_list(domain_filter);
 
   for (const std::string& prov : candidates) {
-    // First with GPU memory where CUDA is present, then with RMA (the RDMA protocol); a
-    // provider without RMA is still good for SENDRECV.
+    // Is the provider there at all? Asked at the oldest API we use, with the least we need, so
+    // that an absent provider costs one call rather than one per version.
     fi_info* list = nullptr;
-    int rc = -FI_ENODATA;
-    const struct { bool rma, hmem; } tries[] = {{true, true}, {true, false}, {false, false}};
-    for (const auto& t : tries) {
-      if (t.hmem && !want_hmem) continue;
-      InfoPtr hints = make_hints(prov, t.rma, t.hmem);
-      if (!hints) return Status::kSystemError;
-      rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &list);
-      if (rc == 0) break;
-      list = nullptr;
+    InfoPtr probe_hints = make_hints(prov, false, false);
+    if (!probe_hints) return Status::kSystemError;
+    int rc = fi_getinfo(kFiApi117, nullptr, nullptr, 0, probe_hints.get(), &list);
+    if (rc == 0) fi_freeinfo(list);
+    list = nullptr;
+    // The newest API version both the headers and the library know, then older ones, version by
+    // version, where the provider refuses (a provider built for an older API is skipped by the
+    // core for newer requests). At each version: first with GPU memory where CUDA is present,
+    // then with RMA (the RDMA protocol); a provider without RMA is still good for SENDRECV.
+    uint32_t got = 0;
+    std::string refused;
+    if (rc == 0) {
+      for (uint32_t v : ladder) {
+        const struct { bool rma, hmem; } tries[] = {{true, true}, {true, false}, {false, false}};
+        for (const auto& t : tries) {
+          if (t.hmem && !want_hmem) continue;
+          InfoPtr hints = make_hints(prov, t.rma, t.hmem);
+          if (!hints) return Status::kSystemError;
+          rc = fi_getinfo(v, nullptr, nullptr, 0, hints.get(), &list);
+          if (rc == 0) break;
+          list = nullptr;
+        }
+        if (rc == 0) {
+          got = v;
+          break;
+        }
+        refused += (refused.empty() ? "" : ", ") + api_version_str(v);
+      }
     }
     InfoPtr owned(list);
     if (!report->empty()) *report += "; ";
     if (rc != 0) {
       *report += "'" + prov + "': " + fi_strerror(-rc) + " (-" + fi_errno_name(rc) + ")";
+      if (!refused.empty()) *report += " at API " + refused;
       continue;
     }
     std::vector<Nic> found, loop;
@@ -209,6 +266,8 @@ Status discover_nics(const std::string& wanted, const std::string& domain_filter
       if (!nic.info) return Status::kSystemError;
       nic.provider = prov;
       nic.domain = dn;
+      nic.api_version = got;
+      nic.api_refused = refused;
       nic.pci_path = find_pci_path(i);
       nic.speed_mbps = find_speed_mbps(i, &nic.speed_source);
       nic.loopback = is_loopback_domain(i);
@@ -226,7 +285,8 @@ Status discover_nics(const std::string& wanted, const std::string& domain_filter
                  (domains.empty() ? std::string() : " matching NCCL_FABRIC_DOMAIN=" + domain_filter);
       continue;
     }
-    *report += "'" + prov + "': " + std::to_string(found.size()) + " domain(s)";
+    *report += "'" + prov + "': " + std::to_string(found.size()) + " domain(s), API " +
+               api_version_str(got) + (refused.empty() ? "" : " (refused at " + refused + ")");
     *out = std::move(found);
     return Status::kOk;
   }
@@ -285,7 +345,7 @@ Status register_memory_spec(Domain& dom, fid_ep* ep, void* buf, size_t len,
     iovec iov = {buf, len};
     FiMrDmabuf dmabuf = {spec.dmabuf_fd, spec.dmabuf_offset, len,
                          static_cast<uint8_t*>(buf) - spec.dmabuf_offset};
-    FiMrAttr120 attr = {};
+    FiMrAttrDmabuf attr = {};
     uint64_t flags = 0;
     if (spec.dmabuf_fd >= 0) {
       attr.dmabuf = &dmabuf;
@@ -342,6 +402,52 @@ void deregister_memory(MemReg* reg) {
   *reg = MemReg();
 }
 
+namespace {
+
+int getopt_bool(fid_ep* ep, int opt, bool* out) {
+  size_t len = sizeof(*out);
+  return fi_getopt(&ep->fid, FI_OPT_ENDPOINT, opt, out, &len);
+}
+
+int setopt_bool(fid_ep* ep, int opt, bool v) {
+  return fi_setopt(&ep->fid, FI_OPT_ENDPOINT, opt, &v, sizeof(v));
+}
+
+// The EFA endpoint options, before fi_enable. A provider that does not know them answers the
+// first setopt with -FI_ENOPROTOOPT and is left alone. (Not detected with fi_getopt: libfabric
+// 2.1's shm dereferences a NULL pointer in fi_getopt before fi_enable.) EFA itself may not know
+// them either at API < 1.18: it counts as EFA-like by its name then, with nothing granted.
+void efa_options(fid_ep* ep, const fi_info* info, EpFeatures* f) {
+  const char* prov = info->fabric_attr != nullptr ? info->fabric_attr->prov_name : nullptr;
+  const bool efa_name = prov != nullptr && strncmp(prov, "efa", 3) == 0;
+  const uint32_t api = info->fabric_attr != nullptr ? info->fabric_attr->api_version : 0;
+  auto answer = [](int rc) {
+    return rc == 0 ? std::string("granted") : std::string("-") + fi_errno_name(rc);
+  };
+  bool known = false;
+  if (getenv("FI_EFA_USE_DEVICE_RDMA") != nullptr) {
+    f->device_rdma_note = "FI_EFA_USE_DEVICE_RDMA is set: the provider follows it";
+  } else if (api < kFiApi118) {
+    f->device_rdma_note = "API " + api_version_str(api) + " predates FI_OPT_EFA_USE_DEVICE_RDMA";
+  } else {
+    const int rc = setopt_bool(ep, kFiOptEfaUseDeviceRdma, true);
+    if (rc == -FI_ENOPROTOOPT && !efa_name) return;
+    known = rc != -FI_ENOPROTOOPT;
+    f->device_rdma_set = rc == 0;
+    if (rc != 0) f->device_rdma_note = fi_error_text("fi_setopt(FI_OPT_EFA_USE_DEVICE_RDMA=true)", rc);
+  }
+  int rc = setopt_bool(ep, kFiOptEfaWriteInOrder128, true);
+  if (rc == -FI_ENOPROTOOPT && !known && !efa_name) return;
+  f->efa_options = true;
+  f->write_in_order_128 = rc == 0;
+  f->in_order_note = "writes " + answer(rc);
+  rc = setopt_bool(ep, kFiOptEfaSendrecvInOrder128, true);
+  f->sendrecv_in_order_128 = rc == 0;
+  f->in_order_note += ", send/recv " + answer(rc);
+}
+
+}  // namespace
+
 Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size,
                       std::unique_ptr<Endpoint>* out) {
   std::unique_ptr<Endpoint> e(new Endpoint());
@@ -356,9 +462,9 @@ Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size,
   int rc = fi_cq_open(e->dom_->domain(), &cq_attr, &e->cq_, nullptr);
   if (rc != 0) return fi_fail("fi_cq_open", rc, where);
 
+  // FI_AV_TABLE always: FI_AV_MAP is deprecated in libfabric 2.x, and every provider has tables.
   fi_av_attr av_attr = {};
-  av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type
-                                                            : FI_AV_TABLE;
+  av_attr.type = FI_AV_TABLE;
   av_attr.count = 4;
   rc = fi_av_open(e->dom_->domain(), &av_attr, &e->av_, nullptr);
   if (rc != 0) return fi_fail("fi_av_open", rc, where);
@@ -369,6 +475,30 @@ Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size,
   if (rc != 0) return fi_fail("fi_ep_bind(av)", rc, where);
   rc = fi_ep_bind(e->ep_, &e->cq_->fid, FI_TRANSMIT | FI_RECV);
   if (rc != 0) return fi_fail("fi_ep_bind(cq)", rc, where);
+  EpFeatures& f = e->features_;
+  efa_options(e->ep_, info, &f);
+  fi_eq_attr eq_attr = {};
+  eq_attr.size = 64;
+  eq_attr.wait_obj = FI_WAIT_NONE;
+  rc = fi_eq_open(e->dom_->fabric(), &eq_attr, &e->eq_, nullptr);
+  const char* eq_call = "fi_eq_open";
+  if (rc == 0) {
+    rc = fi_ep_bind(e->ep_, &e->eq_->fid, 0);
+    eq_call = "fi_ep_bind(eq)";
+  }
+  f.eq = rc == 0;
+  if (rc != 0) {
+    if (e->eq_ != nullptr) fi_close(&e->eq_->fid);
+    e->eq_ = nullptr;
+    // EFA calls abort() when an error that belongs to no operation finds no event queue.
+    if (f.efa_options) return fi_fail(eq_call, rc, where);
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      NF_INFO(kSubsysInit | kSubsysNet, "provider '%s' takes no event queue on its endpoints "
+              "(%s): errors that belong to no operation are not seen", info->fabric_attr->prov_name,
+              fi_error_text(eq_call, rc).c_str());
+    });
+  }
   if (e->dom_->forbid_cuda()) {
     bool permitted = false;
     rc = fi_setopt(&e->ep_->fid, FI_OPT_ENDPOINT, kFiOptCudaApiPermitted, &permitted,
@@ -377,15 +507,50 @@ Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size,
   }
   rc = fi_enable(e->ep_);
   if (rc != 0) return fi_fail("fi_enable", rc, where);
+  if (f.efa_options) {
+    getopt_bool(e->ep_, kFiOptEfaEmulatedWrite, &f.write_emulated);
+    getopt_bool(e->ep_, kFiOptEfaEmulatedRead, &f.read_emulated);
+  }
   *out = std::move(e);
   return Status::kOk;
 }
 
 Endpoint::~Endpoint() {
-  // The endpoint first: closing it cancels what is still in flight.
+  // The endpoint first: closing it cancels what is still in flight; then what was bound to it.
   if (ep_ != nullptr) fi_close(&ep_->fid);
   if (av_ != nullptr) fi_close(&av_->fid);
   if (cq_ != nullptr) fi_close(&cq_->fid);
+  if (eq_ != nullptr) fi_close(&eq_->fid);
+}
+
+int Endpoint::read_eq(EqError* err) {
+  if (eq_ == nullptr) return 0;
+  for (;;) {
+    uint32_t event = 0;
+    uint8_t buf[256];
+    ssize_t rc = fi_eq_read(eq_, &event, buf, sizeof(buf), 0);
+    if (rc >= 0) continue;  // an event that is not an error: nothing of ours waits for one
+    if (rc == -FI_EAGAIN) return 0;
+    if (rc == -FI_EAVAIL) {
+      fi_eq_err_entry e = {};
+      rc = fi_eq_readerr(eq_, &e, 0);
+      if (rc == -FI_EAGAIN) return 0;
+      if (rc >= 0) {
+        err->err = e.err != 0 ? e.err : FI_EOTHER;
+        err->prov_errno = e.prov_errno;
+        char text[512];
+        const char* t = fi_eq_strerror(eq_, e.prov_errno, e.err_data, text, sizeof(text));
+        err->text = std::string(fi_strerror(err->err)) + " (" + fi_errno_name(-err->err) + ")";
+        if (t != nullptr && t[0] != '\0')
+          err->text += ", provider error " + std::to_string(e.prov_errno) + ": " + t;
+        return 1;
+      }
+    }
+    err->err = static_cast<int>(-rc);
+    err->prov_errno = 0;
+    err->text = fi_error_text("fi_eq_read", static_cast<int>(rc));
+    return -1;
+  }
 }
 
 Status Endpoint::name(uint8_t* buf, size_t* len) const {

@@ -23,8 +23,16 @@ namespace nf {
 class MrCache;
 struct MrEntry;
 
-// The libfabric API version we ask for: never above what the library offers (1.17 refuses 1.18).
+// The newest libfabric API version both the headers we were built with and the library loaded
+// know (1.17 refuses 1.18; a 2.1 library serves a 1.17 build at 1.17).
 uint32_t fabric_api_version();
+// The versions discover_nics asks for, newest first: fabric_api_version() (or `cap`, 0 = none, if
+// lower), then each older one down to 1.17 (2.0 is followed by 1.22).
+std::vector<uint32_t> api_version_ladder(uint32_t cap);
+// "1.18".
+std::string api_version_str(uint32_t v);
+// NCCL_FABRIC_API_VERSION: "auto" or "" (0: no cap) or "MAJOR.MINOR" >= 1.17.
+Status parse_api_version(const std::string& text, uint32_t* out, std::string* error);
 
 struct InfoDeleter {
   void operator()(fi_info* i) const { fi_freeinfo(i); }
@@ -44,6 +52,8 @@ struct Nic {
   bool rma = false;      // FI_RMA writes with remote CQ data of >= 4 bytes: the RDMA protocol works
   bool rma_read = false;  // FI_READ and FI_REMOTE_READ too: a GPUDirect flush is possible
   bool hmem = false;     // FI_HMEM granted (asked for only where a CUDA driver is present)
+  uint32_t api_version = 0;  // the API version fi_getinfo answered at (fabric_attr->api_version)
+  std::string api_refused;   // the newer versions the provider refused first ("" if none)
 };
 
 // Link speeds above this (10 Tb/s per NIC) are a provider's or driver's mistake, not a figure to
@@ -63,8 +73,9 @@ const std::vector<std::string>& default_provider_order();
 // `domain_filter` is a comma-separated list of domain names ("" = all). `want_hmem`: ask for
 // FI_HMEM first (then without). On failure, *report says which providers were tried and what
 // each answered.
+// `api_cap`: the newest API version to ask for (0: the newest known, see api_version_ladder).
 Status discover_nics(const std::string& wanted, const std::string& domain_filter, bool want_hmem,
-                     std::vector<Nic>* out, std::string* report);
+                     std::vector<Nic>* out, std::string* report, uint32_t api_cap = 0);
 
 // An open fabric + domain for one NIC. Shared by every comm on that NIC.
 class Domain {
@@ -75,6 +86,7 @@ class Domain {
   Domain& operator=(const Domain&) = delete;
 
   const fi_info* info() const { return info_.get(); }
+  fid_fabric* fabric() const { return fabric_; }
   fid_domain* domain() const { return domain_; }
   uint64_t mr_mode() const { return static_cast<uint64_t>(info_->domain_attr->mr_mode); }
   size_t inject_size() const { return info_->tx_attr->inject_size; }
@@ -159,10 +171,35 @@ struct CqError {
   uint64_t tag = 0;
 };
 
-// One RDM endpoint with its own completion queue and address vector.
+// An error the provider reported on an endpoint's event queue: one that belongs to no operation
+// (EFA: a failed handshake with a peer, an internal packet that could not be sent).
+struct EqError {
+  int err = 0;         // positive FI_E*
+  int prov_errno = 0;
+  std::string text;    // the provider's own description (err_data or fi_eq_strerror)
+};
+
+// What an endpoint of this provider offers beyond the basics, as its options answer
+// (EFA's FI_OPT_EFA_*; other providers answer -FI_ENOPROTOOPT and are not EFA-like).
+struct EpFeatures {
+  bool efa_options = false;   // EFA-like: the provider knows EFA's endpoint options, or is named efa
+  bool eq = false;            // an event queue is bound
+  bool device_rdma_set = false;  // FI_OPT_EFA_USE_DEVICE_RDMA=true accepted
+  std::string device_rdma_note;  // why it was not set ("" when it was)
+  bool write_emulated = false;   // FI_OPT_EFA_EMULATED_WRITE (false where unknown)
+  bool read_emulated = false;    // FI_OPT_EFA_EMULATED_READ
+  bool write_in_order_128 = false;     // FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES granted
+  bool sendrecv_in_order_128 = false;  // ..._SENDRECV_IN_ORDER_ALIGNED_128_BYTES granted
+  std::string in_order_note;           // what the provider answered for each
+};
+
+// One RDM endpoint with its own completion queue, address vector and event queue.
 class Endpoint {
  public:
-  // With dom->forbid_cuda(), sets FI_OPT_CUDA_API_PERMITTED=false before enabling it.
+  // With dom->forbid_cuda(), sets FI_OPT_CUDA_API_PERMITTED=false before enabling it. Binds an
+  // event queue (EFA calls abort() when an operation-less error finds none; a provider that
+  // refuses one, not being EFA-like, goes without). On EFA-like providers it asks for device RDMA
+  // (unless FI_EFA_USE_DEVICE_RDMA is set) and the 128-byte in-order options.
   static Status open(std::shared_ptr<Domain> dom, size_t cq_size, std::unique_ptr<Endpoint>* out);
   ~Endpoint();
   Endpoint(const Endpoint&) = delete;
@@ -182,13 +219,19 @@ class Endpoint {
   // Reads up to `max` completions. Returns how many (0 = none), or -1 with *err filled when an
   // error completion was at the head of the queue.
   int read(fi_cq_tagged_entry* entries, int max, CqError* err);
+  // Reads the event queue: 1 with *err filled for an error entry, 0 when there is nothing (other
+  // events are consumed and ignored), -1 when the queue itself failed (*err says how).
+  int read_eq(EqError* err);
+  const EpFeatures& features() const { return features_; }
 
  private:
   Endpoint() = default;
   std::shared_ptr<Domain> dom_;
   fid_av* av_ = nullptr;
   fid_cq* cq_ = nullptr;
+  fid_eq* eq_ = nullptr;
   fid_ep* ep_ = nullptr;
+  EpFeatures features_;
 };
 
 }  // namespace nf

@@ -1,23 +1,81 @@
-// libfabric ABI newer than the headers we build against (Debian 12 ships 1.17): what the plugin
-// needs from 1.18-1.20, declared with the layout those versions define, and used only when the
-// library loaded at run time is at least that version (or a provider answers for itself).
+// What libfabric after 1.17 adds that the plugin uses, whichever headers it is built against.
+//
+// configure checks each symbol (m4/nf_deps.m4: AC_CHECK_DECLS / AC_CHECK_TYPES / AC_CHECK_MEMBERS).
+// Where the headers declare it, the header's own definition is used; where they do not (Debian
+// 12's 1.17), it is declared here with the value or layout the newer ABI fixes. Nothing here is
+// used unless the library loaded at run time, and the API version obtained from fi_getinfo, are at
+// least the version that introduced it (or the provider answers for itself: an option it does not
+// know gives -FI_ENOPROTOOPT). docs/compatibility.md lists what each version brings.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <sys/uio.h>
 
+#include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_ext.h>
 
 namespace nf {
 
+// The API versions whose changes matter to us.
+constexpr uint32_t kFiApi117 = FI_VERSION(1, 17);  // the oldest we build against
+constexpr uint32_t kFiApi118 = FI_VERSION(1, 18);  // CUDA_API_PERMITTED, FI_OPT_EFA_*, EFA RDMA write
+constexpr uint32_t kFiApi120 = FI_VERSION(1, 20);  // FI_MR_DMABUF
+constexpr uint32_t kFiApi122 = FI_VERSION(1, 22);  // EFA queues RMA before the handshake
+constexpr uint32_t kFiDmabufVersion = kFiApi120;
+// The API version of the headers we were built against.
+constexpr uint32_t kFiBuiltVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+
 // fi_setopt(FI_OPT_ENDPOINT, ...), libfabric 1.18+: bool. false forbids the provider CUDA calls
 // (NCCL owns the CUDA stream ordering); a provider that cannot honour it answers -FI_EOPNOTSUPP.
+#if HAVE_DECL_FI_OPT_CUDA_API_PERMITTED
+constexpr int kFiOptCudaApiPermitted = FI_OPT_CUDA_API_PERMITTED;
+#else
 constexpr int kFiOptCudaApiPermitted = 10;
+#endif
+
+// EFA's endpoint options (rdma/fi_ext.h, 1.18+; the 1.17 header has only FI_OPT_EFA_RNR_RETRY).
+// All bool. EMULATED_*: getopt only, whether RMA goes through the device or is emulated with
+// messages. USE_DEVICE_RDMA: setopt before fi_enable. *_IN_ORDER_ALIGNED_128_BYTES: setopt before
+// fi_enable; true asks that each 128-byte aligned block of a write (or a received message) land
+// in order and once, which NCCL's LL128 protocol relies on; -FI_EOPNOTSUPP where the NIC cannot.
+constexpr int kFiOptEfaBase = -(0xefa << 16);  // FI_PROV_SPECIFIC_EFA, negated
+#if HAVE_DECL_FI_OPT_EFA_EMULATED_WRITE
+constexpr int kFiOptEfaEmulatedRead = FI_OPT_EFA_EMULATED_READ;
+constexpr int kFiOptEfaEmulatedWrite = FI_OPT_EFA_EMULATED_WRITE;
+#else
+constexpr int kFiOptEfaEmulatedRead = kFiOptEfaBase + 1;
+constexpr int kFiOptEfaEmulatedWrite = kFiOptEfaBase + 2;
+#endif
+#if HAVE_DECL_FI_OPT_EFA_USE_DEVICE_RDMA
+constexpr int kFiOptEfaUseDeviceRdma = FI_OPT_EFA_USE_DEVICE_RDMA;
+#else
+constexpr int kFiOptEfaUseDeviceRdma = kFiOptEfaBase + 4;
+#endif
+#if HAVE_DECL_FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES
+constexpr int kFiOptEfaSendrecvInOrder128 = FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES;
+#else
+constexpr int kFiOptEfaSendrecvInOrder128 = kFiOptEfaBase + 5;
+#endif
+#if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
+constexpr int kFiOptEfaWriteInOrder128 = FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES;
+#else
+constexpr int kFiOptEfaWriteInOrder128 = kFiOptEfaBase + 6;
+#endif
 
 // fi_mr_regattr flag, libfabric 1.20+: attr->dmabuf describes the memory.
+#if HAVE_DECL_FI_MR_DMABUF
+constexpr uint64_t kFiMrDmabuf = FI_MR_DMABUF;
+#else
 constexpr uint64_t kFiMrDmabuf = 1ull << 40;
-constexpr uint32_t kFiDmabufVersion = FI_VERSION(1, 20);
+#endif
 
+#if HAVE_STRUCT_FI_MR_DMABUF && HAVE_STRUCT_FI_MR_ATTR_DMABUF
+// The headers have it all (1.20+): their layout is the one the library reads.
+using FiMrDmabuf = struct fi_mr_dmabuf;
+using FiMrAttrDmabuf = struct fi_mr_attr;
+#else
 struct FiMrDmabuf {
   int fd;
   uint64_t offset;   // where the registration starts inside the DMA-BUF
@@ -26,8 +84,9 @@ struct FiMrDmabuf {
 };
 
 // struct fi_mr_attr as libfabric 1.20 lays it out: the 1.17 fields, with the first one a union,
-// and four more at the end (zero here).
-struct FiMrAttr120 {
+// and four more at the end (zero here). Headers of 1.18/1.19 already have some of the tail; only
+// the 1.17 prefix is checked against them.
+struct FiMrAttrDmabuf {
   union {
     const struct iovec* mr_iov;
     const FiMrDmabuf* dmabuf;
@@ -49,8 +108,9 @@ struct FiMrAttr120 {
   const struct fid_mr* base_mr;
   size_t sub_mr_cnt;
 };
-static_assert(offsetof(FiMrAttr120, iface) == offsetof(fi_mr_attr, iface), "1.17 prefix");
-static_assert(offsetof(FiMrAttr120, device) == offsetof(fi_mr_attr, device), "1.17 prefix");
-static_assert(offsetof(FiMrAttr120, hmem_data) == sizeof(fi_mr_attr), "1.20 tail");
+static_assert(offsetof(FiMrAttrDmabuf, iface) == offsetof(fi_mr_attr, iface), "1.17 prefix");
+static_assert(offsetof(FiMrAttrDmabuf, device) == offsetof(fi_mr_attr, device), "1.17 prefix");
+static_assert(sizeof(FiMrAttrDmabuf) >= sizeof(fi_mr_attr), "never shorter than the headers'");
+#endif
 
 }  // namespace nf

@@ -55,9 +55,10 @@ struct ProbeEp {
   }
 };
 
-uint32_t libfabric_runtime_version(const Params& p) {
+// The API version the NIC's fabric was opened at: EFA accepts FI_MR_DMABUF only from 1.20.
+uint32_t nic_api_version(const Nic& nic, const Params& p) {
   if (p.get_bool(ParamId::kTestAssumeDmabuf)) return kFiDmabufVersion;
-  return fi_version();
+  return nic.api_version != 0 ? nic.api_version : fabric_api_version();
 }
 
 }  // namespace
@@ -125,14 +126,15 @@ GdrReport probe_gdr(const Nic& nic, Domain& dom, const Params& params) {
   r.cuda_reason = buf;
 
   // DMA-BUF.
-  const uint32_t v = libfabric_runtime_version(params);
+  const uint32_t v = nic_api_version(nic, params);
   const int attr = cuda.device_attribute(pi.device, cu::kDevAttrDmaBufSupported);
   int fd = -1;
   if (params.get_str(ParamId::kDmabuf) == "off") {
     r.dmabuf_reason = "NCCL_FABRIC_DMABUF=off";
   } else if (v < kFiDmabufVersion) {
-    snprintf(buf, sizeof(buf), "libfabric %u.%u has no FI_MR_DMABUF (1.20+)", FI_MAJOR(v),
-             FI_MINOR(v));
+    snprintf(buf, sizeof(buf), "libfabric API %u.%u (loaded %u.%u, built against %u.%u) has no "
+             "FI_MR_DMABUF (1.20+)", FI_MAJOR(v), FI_MINOR(v), FI_MAJOR(fi_version()),
+             FI_MINOR(fi_version()), FI_MAJOR_VERSION, FI_MINOR_VERSION);
     r.dmabuf_reason = buf;
   } else if (attr != 1) {
     r.dmabuf_reason = "the GPU does not export DMA-BUFs (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED=" +

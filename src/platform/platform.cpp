@@ -29,6 +29,7 @@ enum Column {
   kColGdr,
   kColLatency,
   kColProtocol,
+  kColLl128,
   kColSources,
   kColNcclEnv,
   kColCount
@@ -36,7 +37,8 @@ enum Column {
 
 const char* const kColumnNames[kColCount] = {
     "name",         "efa", "efa_gbps",   "accel",    "accel_model", "nics_per_gpu",
-    "efa_expected", "gdr", "latency_us", "protocol", "sources",     "nccl_env"};
+    "efa_expected", "gdr", "latency_us", "protocol", "ll128",       "sources",
+    "nccl_env"};
 
 std::vector<std::string> split_ws(const std::string& line) {
   std::vector<std::string> out;
@@ -202,6 +204,16 @@ bool parse_row(const std::vector<std::string>& cells, const int (&col)[kColCount
     r->protocol = PlatformProtocol::kRdma;
   else
     return e.fail(name, "protocol '" + proto + "' is not rdma, sendrecv or auto");
+
+  const std::string& ll128 = cell(kColLl128);
+  if (ll128 == "yes")
+    r->ll128_expected = 1;
+  else if (ll128 == "no")
+    r->ll128_expected = 0;
+  else if (ll128 != "-")
+    return e.fail(name, "ll128 '" + ll128 + "' is not yes, no or -");
+  if (r->ll128_expected == 1 && !r->efa_expected)
+    return e.fail(name, "ll128 is yes but efa_expected is no (the 128-byte ordering is EFA's)");
 
   if (cell(kColSources) == "-")
     return e.fail(name, "sources is '-': every row cites where its values come from");

@@ -30,6 +30,9 @@ struct Platform {
   GdrExpect gdr_expected = GdrExpect::kNo;
   double latency_us = -1;
   PlatformProtocol protocol = PlatformProtocol::kAuto;
+  // EFA grants FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES here (NCCL's LL128 across nodes is then
+  // safe): 1 yes, 0 no, -1 unknown.
+  int ll128_expected = -1;
   std::vector<std::string> sources;  // keys of docs/platforms.md#sources
   std::vector<std::pair<std::string, std::string>> nccl_env;  // in table order
   int line = 0;  // where the row is in the table; 0 for the built-in generic row

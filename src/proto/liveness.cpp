@@ -176,6 +176,51 @@ void peer_failed(SharedEp& sep, fi_addr_t peer, Status s, const std::string& see
           name.c_str(), seen.c_str(), ncomms, sends, recvs);
 }
 
+void eq_check(SharedEp& sep) {
+  for (int rail = 0; rail < sep.nrails; ++rail) {
+    EqError err;
+    int rc;
+    while ((rc = sep.rail(rail)->read_eq(&err)) != 0) {
+      ++sep.eq_errors;
+      if (rc < 0) {
+        // The queue itself failed: only the first time is worth a line; nothing is failed for it.
+        if (sep.eq_errors == 1)
+          NF_WARN("the event queue of a shared endpoint (%s) failed: %s; errors that belong to no "
+                  "operation may go unseen", sep.rail(rail)->domain().name().c_str(),
+                  err.text.c_str());
+        break;
+      }
+      // The peer the provider names, if it names one of ours.
+      std::vector<fi_addr_t> named;
+      for (Comm* c : sep.comms) {
+        if (c->role == CommRole::kListen || c->peer == FI_ADDR_UNSPEC || c->peer_name.empty())
+          continue;
+        if (err.text.find(c->peer_name) == std::string::npos) continue;
+        bool seen = false;
+        for (fi_addr_t a : named) seen = seen || a == c->peer;
+        if (!seen) named.push_back(c->peer);
+      }
+      const std::string what = "the provider reported on its event queue: " + err.text;
+      if (!named.empty()) {
+        for (fi_addr_t a : named) peer_failed(sep, a, Status::kRemoteError, what);
+        continue;
+      }
+      // No peer named: the endpoint's state is unknown, so every connection on it fails.
+      std::vector<fi_addr_t> all;
+      for (Comm* c : sep.comms) {
+        if (c->role == CommRole::kListen || c->peer == FI_ADDR_UNSPEC || !ok(c->failed)) continue;
+        bool seen = false;
+        for (fi_addr_t a : all) seen = seen || a == c->peer;
+        if (!seen) all.push_back(c->peer);
+      }
+      NF_WARN("an error that names no peer, on the event queue of %s: %s; every connection on "
+              "the endpoint (%zu peer(s)) fails (docs/troubleshooting.md#eq-error)",
+              sep.rail(rail)->domain().name().c_str(), err.text.c_str(), all.size());
+      for (fi_addr_t a : all) peer_failed(sep, a, Status::kRemoteError, what);
+    }
+  }
+}
+
 void live_check(SharedEp& sep) {
   if (!sep.live) return;
   // The clock is read here, under the lock: a time the caller read before it waited for the lock
@@ -315,6 +360,7 @@ class Keeper {
           sep->keeper_busy = false;
         }
         sep->keeper_polls = sep->polls;
+        eq_check(*sep);
         live_check(*sep);
       }
     }

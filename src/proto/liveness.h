@@ -66,6 +66,11 @@ void live_check(SharedEp& sep);
 // Every comm with `peer` fails with s: one WARN that names the peer, what was pending and what was
 // seen. Under sep.mu.
 void peer_failed(SharedEp& sep, fi_addr_t peer, Status s, const std::string& seen);
+// Reads the event queues of the endpoint's rails. An error there belongs to no operation (EFA:
+// a handshake with a peer failed, an internal packet could not be sent): the peer it names fails
+// (peer_failed); one that names no peer of ours fails every connection of the endpoint. Under
+// sep.mu; the keeper calls it every tick.
+void eq_check(SharedEp& sep);
 // Closes the probe buffers (after the endpoint is closed).
 void live_teardown(SharedEp& sep);
 

@@ -192,6 +192,9 @@ void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
           c.peer_name.empty() ? "peer" : c.peer_name.c_str(), err.text.c_str(),
           hint[0] ? "; " : "", hint);
   if (conn && c.peer != FI_ADDR_UNSPEC) {
+    // The provider may have said why on the event queue (EFA: a failed handshake, written before
+    // the operations it fails): its account names the peer better than this error does.
+    eq_check(sep);
     // The path to the peer is gone: every connection with it fails, not only this request.
     peer_failed(sep, c.peer, Status::kRemoteError,
                 std::string("a ") + what + " failed with " + err.text);
@@ -632,6 +635,7 @@ namespace {
 void route_stray_error(SharedEp& sep, const CqError& err) {
   if ((err.flags & FI_REMOTE_CQ_DATA) && rdma_on_write_error(sep, err)) return;
   if ((err.flags & FI_SEND) && (err.flags & FI_TAGGED)) {
+    eq_check(sep);  // the provider's own account first, where it gave one (see fail_op)
     const uint32_t to = static_cast<uint32_t>(err.tag >> 32) & kMaxCommId;
     bool any = false;
     for (Comm* named : sep.comms) {

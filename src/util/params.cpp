@@ -58,8 +58,9 @@ const ParamDef kDefs[kParamCount] = {
     {ParamId::kCudaLibrary, "NCCL_FABRIC_CUDA_LIBRARY", ParamType::kString, "libcuda.so.1", 0, 0,
      "the CUDA driver library the plugin loads at run time (name or path)"},
     {ParamId::kTestAssumeDmabuf, "NCCL_FABRIC_TEST_ASSUME_DMABUF", ParamType::kBool, "0", 0, 1,
-     "testing only: treat the loaded libfabric as one with FI_MR_DMABUF (1.20+), so tests can "
-     "exercise DMA-BUF registration on the mock provider built against older headers"},
+     "testing only: treat the loaded libfabric as one with FI_MR_DMABUF (1.20+) and open the "
+     "fabric at API 1.20, so tests can exercise DMA-BUF registration on the mock provider built "
+     "against older headers"},
     {ParamId::kPlatform, "NCCL_FABRIC_PLATFORM", ParamType::kString, "auto", 0, 0,
      "platform row to use: auto (from the DMI product name), a row's name (e.g. p5.48xlarge), or "
      "none (generic defaults, no expectations)"},
@@ -94,6 +95,10 @@ const ParamDef kDefs[kParamCount] = {
      "seconds a peer with requests pending toward it may leave a liveness probe unanswered before "
      "every request with it fails; a close waits at most half of it for the provider; 0 turns "
      "probing off"},
+    {ParamId::kApiVersion, "NCCL_FABRIC_API_VERSION", ParamType::kString, "auto", 0, 0,
+     "libfabric API version asked of fi_getinfo: auto (the newest both the plugin's headers and "
+     "the loaded library know, then older ones where the provider refuses) or MAJOR.MINOR, the "
+     "newest to ask for (>= 1.17)"},
 };
 
 // String parameters that take one of a fixed set of values.

@@ -10,6 +10,11 @@ namespace nf {
 
 enum class ParamType { kInt, kBool, kString };
 
+// Set by the net plugin at init, read by the tuner (which may be another library in the same
+// process): "set-proto" when the plugin set NCCL_PROTO=^LL128 because the provider cannot order
+// 128-byte lines, "user-proto" when the user's NCCL_PROTO stood. Not a user setting.
+constexpr const char* kLl128OffEnv = "NCCL_FABRIC_INTERNAL_LL128_OFF";
+
 enum class ParamId : int {
   kProvider,
   kDomain,
@@ -40,6 +45,7 @@ enum class ParamId : int {
   kSpeed,
   kTestEagerFault,
   kPeerTimeout,
+  kApiVersion,
   kCount
 };
 

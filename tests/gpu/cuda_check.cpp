@@ -116,6 +116,12 @@ int main(int argc, char** argv) {
   std::vector<Nic> nics;
   std::string report;
   if (ok(discover_nics("mockefa", "", true, &nics, &report)) && !nics.empty()) {
+    // As NCCL_FABRIC_TEST_ASSUME_DMABUF makes the plugin do: the mock, like EFA, takes
+    // FI_MR_DMABUF only on a fabric opened at API 1.20 or later.
+    if (nics[0].api_version < FI_VERSION(1, 20)) {
+      nics[0].api_version = FI_VERSION(1, 20);
+      nics[0].info->fabric_attr->api_version = FI_VERSION(1, 20);
+    }
     std::shared_ptr<Domain> dom;
     check(ok(Domain::open(nics[0], &dom)), "open the mock domain");
     Params p;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <strings.h>
 
@@ -34,16 +35,20 @@ void destroy_global() {
 
 namespace {
 
-const char* const kViolationNames[MOCKEFA_V_COUNT] = {
+const char* const kViolationNames[] = {
     "no_desc",     "bad_desc",    "desc_range",  "rma_key",      "rma_bounds",
     "rma_access",  "cq_data",     "msg_size",    "inject_size",  "iov_limit",
     "ctx_reuse",   "bad_addr",    "not_enabled", "missing_cap",  "mr_in_use",
     "writedata_size", "unsupported", "opt_state", "busy_close", "dmabuf_fd",
-    "dmabuf_range",
+    "dmabuf_range", "no_eq", "api_version", "device_rdma_env",
 };
-const char* const kFaultNames[MOCKEFA_F_COUNT] = {
+const char* const kFaultNames[] = {
     "eagain", "error", "unreachable", "cq_delay", "cq_reorder", "wire_delay", "wire_reorder", "chunked",
+    "eq_error",
 };
+static_assert(sizeof kViolationNames / sizeof kViolationNames[0] == MOCKEFA_V_COUNT, "one name per violation kind");
+static_assert(sizeof kFaultNames / sizeof kFaultNames[0] == MOCKEFA_F_COUNT, "one name per fault kind");
+static_assert(MOCKEFA_V_COUNT <= MOCKEFA_MAX_KINDS && MOCKEFA_F_COUNT <= MOCKEFA_MAX_KINDS, "counter arrays");
 
 bool env_flag(const char* name, bool dflt) {
   const char* v = std::getenv(name);
@@ -68,6 +73,30 @@ uint64_t env_u64(const char* name, uint64_t dflt) {
 const char* env_str(const char* name, const char* dflt) {
   const char* v = std::getenv(name);
   return (v && *v) ? v : dflt;
+}
+
+// One of `choices` (case-insensitive), as its index; anything else is reported and gives 0.
+int env_choice(const char* name, std::initializer_list<const char*> choices) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return 0;
+  int i = 0;
+  for (const char* c : choices) {
+    if (strcasecmp(v, c) == 0) return i;
+    ++i;
+  }
+  std::fprintf(stderr, "mockefa: ignoring %s=%s (not one of the known values)\n", name, v);
+  return 0;
+}
+
+// libfabric's boolean parameter syntax (fi_param_get_bool): -1 unset, 0, 1, or 2 = not a boolean.
+int env_fi_bool(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return -1;
+  for (const char* t : {"1", "true", "yes", "on"})
+    if (strcasecmp(v, t) == 0) return 1;
+  for (const char* f : {"0", "false", "no", "off"})
+    if (strcasecmp(v, f) == 0) return 0;
+  return 2;
 }
 
 // p4d's four NICs sit on these PCI buses; more NICs get made-up buses above them.
@@ -123,7 +152,17 @@ Profile read_profile() {
   if (strcasecmp(gdr, "nop2p") == 0) p.gdr = GdrMode::kNoP2p;
   else if (strcasecmp(gdr, "nocuda") == 0) p.gdr = GdrMode::kNoCuda;
   else p.gdr = GdrMode::kP2p;
-  p.rma_emulated = strcasecmp(env_str("MOCKEFA_RMA", "emulated"), "device") != 0;
+  p.device = env_choice("MOCKEFA_DEVICE", {"new", "old"}) == 1 ? DeviceGen::kOld : DeviceGen::kNew;
+  if (p.device == DeviceGen::kOld) {
+    // First-generation device: RDMA read, no RDMA write (MOCKEFA_RMA does not apply).
+    p.nic_rdma_read = true;
+    p.nic_rdma_write = false;
+  } else {
+    p.nic_rdma_read = p.nic_rdma_write = env_choice("MOCKEFA_RMA", {"emulated", "device"}) == 1;
+  }
+  p.inorder128 = env_choice("MOCKEFA_INORDER128", {"auto", "no"}) == 1 ? InOrder128::kNo : InOrder128::kAuto;
+  p.use_device_rdma_env = env_fi_bool("FI_EFA_USE_DEVICE_RDMA");
+  if (p.use_device_rdma_env >= 0) p.use_device_rdma_env_text = std::getenv("FI_EFA_USE_DEVICE_RDMA");
   const char* hs = env_str("MOCKEFA_HANDSHAKE", "eagain");
   if (strcasecmp(hs, "queue") == 0) p.handshake = HandshakeMode::kQueue;
   else if (strcasecmp(hs, "none") == 0) p.handshake = HandshakeMode::kNone;
@@ -160,6 +199,7 @@ mockefa_faults faults_from_env() {
   f.unreachable_after = env_u64("MOCKEFA_UNREACHABLE_AFTER", MOCKEFA_NEVER);
   f.land_chunk = env_u64("MOCKEFA_LAND_CHUNK", 0);
   f.seed = env_u64("MOCKEFA_SEED", 1);
+  f.eq_error_after = env_u64("MOCKEFA_EQ_ERROR_AFTER", MOCKEFA_NEVER);
   return f;
 }
 
@@ -237,6 +277,7 @@ const char* efa_strerror(int prov_errno) {
     case 13: return "Remote peer stopped responding";
     case 14: return "Remote peer has no address handle for this endpoint";
     case 15: return "Destination unreachable: no response was ever received";
+    case kEfaErrPeerHandshake: return "Failure posting handshake to peer";
     default: break;
   }
   if (prov_errno < 0) return fi_strerror(-prov_errno);
@@ -283,6 +324,7 @@ void apply_faults(Ep* ep, const mockefa_faults& f) {
   ep->post_attempts = ep->accepted_ops = ep->tx_ops = 0;
   ep->eagain_latched = false;
   ep->unreachable = false;
+  ep->eq_error_fired = false;
 }
 
 }  // namespace mockefa
@@ -306,6 +348,7 @@ MOCKEFA_EXPORT void mockefa_reset_counters(void) {
   c.open_cqs = kept.open_cqs;
   c.open_eps = kept.open_eps;
   c.open_mrs = kept.open_mrs;
+  c.open_eqs = kept.open_eqs;
   g().last_violation.clear();
 }
 
@@ -346,6 +389,11 @@ MOCKEFA_EXPORT void mockefa_get_faults(struct mockefa_faults* out) {
   if (!out) return;
   Lock lk(g().mu);
   *out = faults_for_new_endpoint();
+}
+
+MOCKEFA_EXPORT uint32_t mockefa_last_api_version(void) {
+  Lock lk(g().mu);
+  return g().last_api_version;
 }
 
 MOCKEFA_EXPORT int mockefa_num_nics(void) { return read_profile().ndomains; }

@@ -1,5 +1,7 @@
 // Endpoint lifecycle: fi_endpoint, fi_ep_bind, fi_enable, fi_close (with ops in flight),
 // fi_getname, fi_setopt/fi_getopt with EFA's option semantics, fi_cancel.
+#include <cstdio>
+
 #include "mock_internal.h"
 
 namespace mockefa {
@@ -42,6 +44,10 @@ int ep_close(fid* f) {
     v.erase(std::remove(v.begin(), v.end(), ep), v.end());
   }
   if (ep->av) ep->av->bound_eps--;
+  if (ep->eq) {
+    eq_forget_fid(ep->eq, &ep->h.fid.fid);
+    ep->eq->bound_eps--;
+  }
   if (ep->enabled) {
     g().eps_by_addr.erase(ep->addr);
     g().closed_addrs.insert(ep->addr);
@@ -57,7 +63,21 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
   if (!bfid) return -FI_EINVAL;
   Lock lk(g().mu);
   Ep* ep = ep_of(f);
-  if (ep->enabled) return -FI_EOPBADSTATE;
+  const bool is_eq = bfid->fclass == FI_CLASS_EQ && bfid->ops == &g_eq_fi_ops;
+  if (ep->enabled) {
+    // EFA would take an EQ late, but errors raised before it was bound would have aborted:
+    // the mock wants it bound before fi_enable, like the CQs and the AV.
+    if (is_eq) violation(MOCKEFA_V_OPT_STATE, "fi_ep_bind(eq) after fi_enable: bind the EQ before enabling");
+    return -FI_EOPBADSTATE;
+  }
+  if (is_eq) {
+    Eq* eq = self_of<Eq>(reinterpret_cast<fid_eq*>(bfid));
+    if (eq->fabric != ep->domain->fabric || ep->eq) return -FI_EINVAL;  // other fabric, or a second EQ
+    if (flags) return -FI_EBADFLAGS;
+    ep->eq = eq;
+    eq->bound_eps++;
+    return 0;
+  }
   if (bfid->fclass == FI_CLASS_CQ && bfid->ops == &g_cq_fi_ops) {
     Cq* cq = self_of<Cq>(reinterpret_cast<fid_cq*>(bfid));
     if (cq->domain != ep->domain) return -FI_EINVAL;
@@ -82,7 +102,7 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
     av->bound_eps++;
     return 0;
   }
-  if (bfid->fclass == FI_CLASS_CNTR || bfid->fclass == FI_CLASS_EQ) return -FI_ENOSYS;
+  if (bfid->fclass == FI_CLASS_CNTR) return -FI_ENOSYS;
   return -FI_EINVAL;
 }
 
@@ -217,15 +237,27 @@ int ep_setopt(fid* f, int level, int optname, const void* optval, size_t optlen)
       return 0;
     case kOptEfaUseDeviceRdma:
       if (!read_opt(optval, optlen, &b)) return -FI_EINVAL;
-      if (b && p.rma_emulated) return -FI_EOPNOTSUPP;  // the NIC has no RDMA read/write
-      ep->rma_emulated = !b;
+      if (!before_enable("FI_OPT_EFA_USE_DEVICE_RDMA")) return -FI_EINVAL;
+      // FI_EFA_USE_DEVICE_RDMA, when set, wins: a conflicting setopt is refused (EFA).
+      if (p.use_device_rdma_env == 0 || p.use_device_rdma_env == 1) {
+        const bool env = p.use_device_rdma_env == 1 && p.nic_rdma_read;
+        if (b != env) return -FI_EINVAL;
+      }
+      if (b && !p.nic_rdma_read) return -FI_EOPNOTSUPP;  // EFA's gate is the NIC's RDMA read
+      ep->use_device_rdma = b;
       return 0;
     case kOptEfaSendrecvInOrder128:
       if (!read_opt(optval, optlen, &b)) return -FI_EINVAL;
-      return b ? -FI_EOPNOTSUPP : 0;  // disabled on the `efa` fabric since 2.4
+      if (!before_enable("FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES")) return -FI_EINVAL;
+      if (b) return -FI_EOPNOTSUPP;  // disabled on the `efa` fabric since 2.4
+      ep->sendrecv_in_order_128 = false;
+      return 0;
     case kOptEfaWriteInOrder128:
       if (!read_opt(optval, optlen, &b)) return -FI_EINVAL;
-      if (b && ep->rma_emulated) return -FI_EOPNOTSUPP;
+      if (!before_enable("FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES")) return -FI_EINVAL;
+      // The NIC must report in-order 128-byte RDMA writes (MOCKEFA_INORDER128=no: it never does),
+      // and writes must go through the device at all.
+      if (b && (p.inorder128 == InOrder128::kNo || ep->write_emulated())) return -FI_EOPNOTSUPP;
       ep->write_in_order_128 = b;
       return 0;
     case kOptEfaHomogeneousPeers:
@@ -252,8 +284,10 @@ int ep_getopt(fid* f, int level, int optname, void* optval, size_t* optlen) {
     case kOptInjectTaggedSize: return write_opt(optval, optlen, ep->inject_tagged);
     case kOptInjectRmaSize: return write_opt(optval, optlen, ep->inject_rma);
     case kOptEfaRnrRetry: return write_opt(optval, optlen, ep->rnr_retry);
-    case kOptEfaEmulatedRead: return write_opt(optval, optlen, ep->rma_emulated);
-    case kOptEfaEmulatedWrite: return write_opt(optval, optlen, ep->rma_emulated);
+    case kOptEfaEmulatedRead: return write_opt(optval, optlen, ep->read_emulated());
+    case kOptEfaEmulatedWrite: return write_opt(optval, optlen, ep->write_emulated());
+    case kOptEfaSendrecvInOrder128: return write_opt(optval, optlen, ep->sendrecv_in_order_128);
+    case kOptEfaWriteInOrder128: return write_opt(optval, optlen, ep->write_in_order_128);
     case kOptEfaEmulatedAtomics: return write_opt(optval, optlen, true);
     default: return -FI_ENOPROTOOPT;  // CUDA_API_PERMITTED etc. are setopt-only on EFA
   }
@@ -299,6 +333,30 @@ int cm_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) { return -FI_ENOSYS
 
 size_t pick(size_t asked, size_t cap) { return (asked && asked < cap) ? asked : cap; }
 
+// EFA's use_device_rdma at fi_endpoint: at API >= 1.18 "the NIC can do RDMA read"; below, off on
+// first-generation devices; FI_EFA_USE_DEVICE_RDMA overrides. Where EFA would abort() (the
+// variable is 1 on a NIC without RDMA read, or not a boolean) the mock says so on stderr, counts
+// a device_rdma_env violation, and goes on with 0 (resp. the default).
+bool default_use_device_rdma(const Profile& p, uint32_t api_version) {
+  bool v = p.nic_rdma_read;
+  if (p.device == DeviceGen::kOld && api_version < kApi118) v = false;
+  if (p.use_device_rdma_env == 2) {
+    std::fprintf(stderr,
+                 "mockefa: FI_EFA_USE_DEVICE_RDMA=%s is not a boolean: EFA would abort(); using the default %d\n",
+                 p.use_device_rdma_env_text.c_str(), v ? 1 : 0);
+    violation(MOCKEFA_V_DEVICE_RDMA_ENV, "FI_EFA_USE_DEVICE_RDMA=%s is not a boolean (EFA aborts)",
+              p.use_device_rdma_env_text.c_str());
+  } else if (p.use_device_rdma_env == 1 && !p.nic_rdma_read) {
+    std::fprintf(stderr,
+                 "mockefa: FI_EFA_USE_DEVICE_RDMA=1 but the NIC has no RDMA read: EFA would abort(); using 0\n");
+    violation(MOCKEFA_V_DEVICE_RDMA_ENV, "FI_EFA_USE_DEVICE_RDMA=1 on a NIC without RDMA read (EFA aborts)");
+    v = false;
+  } else if (p.use_device_rdma_env >= 0) {
+    v = p.use_device_rdma_env == 1;
+  }
+  return v;
+}
+
 }  // namespace
 
 int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
@@ -335,7 +393,7 @@ int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   ep->max_tagged = ep->max_rma = ep->max_msg;
   ep->tx_size = pick(info->tx_attr ? info->tx_attr->size : 0, p.tx_size);
   ep->rx_size = pick(info->rx_attr ? info->rx_attr->size : 0, p.rx_size);
-  ep->rma_emulated = p.rma_emulated;
+  ep->use_device_rdma = default_use_device_rdma(p, d->fabric->api_version);
   ep->homogeneous_peers = p.handshake == HandshakeMode::kNone;
   domain_gid(d->index, ep->addr.gid);
   ep->addr.qpn = next_qpn(d->index, ep->addr.gid);

@@ -45,8 +45,9 @@ void fill_fi_ops(fi_ops* o, int (*close_fn)(fid*)) {
 int fabric_close(fid* f) {
   Lock lk(g().mu);
   Fabric* fab = self_of<Fabric>(reinterpret_cast<fid_fabric*>(f));
-  if (fab->domains) {
-    violation(MOCKEFA_V_BUSY_CLOSE, "fi_close(fabric) with %d domain(s) open", fab->domains);
+  if (fab->domains || fab->eqs) {
+    violation(MOCKEFA_V_BUSY_CLOSE, "fi_close(fabric) with %d domain(s) and %d EQ(s) open", fab->domains,
+              fab->eqs);
     return -FI_EBUSY;
   }
   delete fab;
@@ -62,7 +63,6 @@ int domain2_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, uint64_t f
 }
 
 int fabric_passive_ep(fid_fabric*, fi_info*, fid_pep**, void*) { return -FI_ENOSYS; }
-int fabric_eq_open(fid_fabric*, fi_eq_attr*, fid_eq**, void*) { return -FI_ENOSYS; }
 int fabric_wait_open(fid_fabric*, fi_wait_attr*, fid_wait**) { return -FI_ENOSYS; }
 int fabric_trywait(fid_fabric*, fid**, int) { return -FI_ENOSYS; }
 
@@ -230,7 +230,12 @@ int mock_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
   fab->h.fid.fid.context = context;
   fab->h.fid.fid.ops = &g_fabric_fi_ops;
   fab->h.fid.ops = &g_fabric_ops;
+  // libfabric's core passes the fi_info's fabric_attr, whose api_version it set to the version
+  // the application asked fi_getinfo for (and copies it into fid_fabric.api_version after we
+  // return). EFA keys several behaviours on it; so does the mock.
+  fab->api_version = attr->api_version;
   fab->h.fid.api_version = attr->api_version;
+  g().last_api_version = attr->api_version;
   g().counters.open_fabrics++;
   *fabric = &fab->h.fid;
   return 0;
@@ -241,7 +246,7 @@ void init_fabric_ops() {
   g_fabric_ops.size = sizeof(fi_ops_fabric);
   g_fabric_ops.domain = domain_open;
   g_fabric_ops.passive_ep = fabric_passive_ep;
-  g_fabric_ops.eq_open = fabric_eq_open;
+  g_fabric_ops.eq_open = mock_eq_open;
   g_fabric_ops.wait_open = fabric_wait_open;
   g_fabric_ops.trywait = fabric_trywait;
   g_fabric_ops.domain2 = domain2_open;

@@ -83,14 +83,15 @@ int nic_enosys_bind(fid*, fid*, uint64_t) { return -FI_ENOSYS; }
 int nic_enosys_ops_open(fid*, const char*, uint64_t, void**, void*) { return -FI_ENOSYS; }
 int nic_enosys_ops_set(fid*, const char*, uint64_t, void*, void*) { return -FI_ENOSYS; }
 
-fid_nic* nic_alloc(int index) {
+fid_nic* nic_alloc(int index, const Profile& p) {
   auto* b = new NicBlock();
   std::memset(b, 0, sizeof *b);
   nic_wire_up(b);
   mockefa_nic_info facts;
   nic_facts(index, &facts);
   std::snprintf(b->name, sizeof b->name, "%s", facts.device_name);
-  std::snprintf(b->device_id, sizeof b->device_id, "0xefa1");
+  // The PCI device id EFA's vendor_part_id is: 0xefa0 for a first-generation device.
+  std::snprintf(b->device_id, sizeof b->device_id, p.device == DeviceGen::kOld ? "0xefa0" : "0xefa1");
   std::snprintf(b->device_version, sizeof b->device_version, "0");
   std::snprintf(b->vendor_id, sizeof b->vendor_id, "0x1d0f");
   std::snprintf(b->driver, sizeof b->driver, "efa");
@@ -189,7 +190,7 @@ const char* choose(const Profile& p, const fi_info* h, Chosen* c) {
   int mr_mode = full;
   if (h->domain_attr) {
     const int user = h->domain_attr->mr_mode;
-    if ((prov_mode & FI_MR_LOCAL) && !(user & FI_MR_LOCAL) && !(h->mode & FI_LOCAL_MR))
+    if ((prov_mode & FI_MR_LOCAL) && !(user & FI_MR_LOCAL) && !(h->mode & kModeLocalMrLegacy))
       return "mr_mode lacks FI_MR_LOCAL (MOCKEFA_REQUIRE_MR_LOCAL=1)";
     if (user & kMrScalableLegacy) return "mr_mode FI_MR_SCALABLE";
     if (user & kMrBasicLegacy) {
@@ -319,7 +320,7 @@ fi_info* build_info(const Profile& p, const Chosen& c, int index, uint32_t versi
   f->name = strdup(kFabricName);
   f->prov_version = kProvVersion;
   f->api_version = version;
-  fi->nic = nic_alloc(index);
+  fi->nic = nic_alloc(index, p);
   return fi;
 }
 
@@ -391,6 +392,7 @@ MOCKEFA_EXPORT struct fi_provider* fi_prov_ini(void) {
   g_nic_ops.ops_set = nic_enosys_ops_set;
   init_fabric_ops();
   init_cq_ops();
+  init_eq_ops();
   init_mr_ops();
   init_ep_ops();
   init_msg_ops();

@@ -71,6 +71,7 @@ constexpr uint64_t kMsgOrder = FI_ORDER_SAS;
 // Bits of mr_mode (spelled as numbers elsewhere would trip 2.x deprecation pragmas).
 constexpr int kMrBasicLegacy = 1;     // FI_MR_BASIC
 constexpr int kMrScalableLegacy = 2;  // FI_MR_SCALABLE
+constexpr uint64_t kModeLocalMrLegacy = 1ULL << 55;  // FI_LOCAL_MR (mode bit, deprecated in 2.x)
 constexpr int kMrRequired = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 constexpr int kMrRmaTarget = FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_RMA_EVENT;
 
@@ -107,11 +108,21 @@ enum ProvErrno : int {
   kEfaUnresp = 13,
   kEfaUnknownPeer = 14,
   kEfaUnreach = 15,
+  kEfaErrPeerHandshake = 4113,  // FI_EFA_ERR_PEER_HANDSHAKE: what EFA writes to the EQ for a handshake failure
 };
 int efa_errno_to_err(int prov_errno);        // the 2.1+ mapping to a positive FI_E* value
 const char* efa_strerror(int prov_errno);    // static text, like EFA's table
 
 enum class GdrMode { kP2p, kNoP2p, kNoCuda };
+// MOCKEFA_DEVICE: kNew = the NIC's RDMA follows MOCKEFA_RMA (read and write alike); kOld = a
+// first-generation device (vendor part id 0xefa0): RDMA read, no RDMA write, and at API < 1.18
+// EFA leaves device RDMA off by default.
+enum class DeviceGen { kNew, kOld };
+// MOCKEFA_INORDER128: kAuto = WRITE_IN_ORDER_ALIGNED_128_BYTES granted exactly when the endpoint
+// uses device RDMA write; kNo = a NIC that never reports the capability.
+enum class InOrder128 { kAuto, kNo };
+constexpr uint32_t kApi118 = FI_VERSION(1, 18);
+constexpr uint32_t kApi120 = FI_VERSION(1, 20);
 enum class HandshakeMode { kEagain, kQueue, kNone };
 
 // What fi_getinfo reports and what endpoints enforce; read from the environment on each
@@ -119,7 +130,13 @@ enum class HandshakeMode { kEagain, kQueue, kNone };
 struct Profile {
   int ndomains = 1;
   GdrMode gdr = GdrMode::kP2p;
-  bool rma_emulated = true;
+  DeviceGen device = DeviceGen::kNew;
+  bool nic_rdma_read = false;   // the NIC can do RDMA read / write (device capability bits)
+  bool nic_rdma_write = false;
+  InOrder128 inorder128 = InOrder128::kAuto;
+  // FI_EFA_USE_DEVICE_RDMA: -1 unset, 0/1, 2 = set but not a boolean (EFA aborts on it).
+  int use_device_rdma_env = -1;
+  std::string use_device_rdma_env_text;
   HandshakeMode handshake = HandshakeMode::kEagain;
   bool require_mr_local = false;
   bool legacy_opts = false;
@@ -177,7 +194,32 @@ Obj* self_of(FidT* f) {
 
 struct Fabric {
   Handle<fid_fabric, Fabric> h;
+  uint32_t api_version = 0;  // what fi_fabric's attr said (the version the app gave fi_getinfo)
   int domains = 0;
+  int eqs = 0;
+};
+
+// An event queue. The only events the provider writes are errors that belong to no operation
+// (fi_eq_write adds user events); fi_eq_read does not drive progress, as on EFA.
+struct EqEntry {
+  uint32_t event = 0;
+  bool is_error = false;
+  std::vector<uint8_t> bytes;  // a user event's payload (fi_eq_write)
+  fid_t fid = nullptr;         // error entries
+  void* context = nullptr;
+  uint64_t data = 0;
+  int err = 0;
+  int prov_errno = 0;
+  std::string err_data;
+};
+
+struct Eq {
+  Handle<fid_eq, Eq> h;
+  Fabric* fabric = nullptr;
+  uint64_t flags = 0;
+  std::deque<EqEntry> entries;
+  std::string err_buf;  // provider-owned err_data handed out by readerr
+  int bound_eps = 0;
 };
 
 struct Domain {
@@ -289,6 +331,7 @@ struct Op {
   uint64_t undelivered_polls = 0;
   int fail_err = 0, fail_prov = 0;  // injected failure, reported at the initiator's progress
   bool fail_unreachable = false;    // ... because of MOCKEFA_UNREACHABLE_AFTER
+  bool fail_peer_lost = false;      // ... because of MOCKEFA_EQ_ERROR_AFTER (the peer's handshake failed)
   bool mr_lost = false;
   // landing state
   RecvReq recv;
@@ -318,9 +361,17 @@ struct Ep {
   size_t inject_size = 0, max_msg = 0, max_tagged = 0, max_rma = 0;
   size_t inject_msg = 0, inject_tagged = 0, inject_rma = 0;
   size_t tx_size = 0, rx_size = 0;
-  bool rma_emulated = true;
+  bool use_device_rdma = false;  // FI_OPT_EFA_USE_DEVICE_RDMA / FI_EFA_USE_DEVICE_RDMA / EFA's default
+  bool read_emulated() const { return !(use_device_rdma && profile.nic_rdma_read); }
+  bool write_emulated() const { return !(use_device_rdma && profile.nic_rdma_write); }
   bool homogeneous_peers = false;
   bool write_in_order_128 = false;
+  bool sendrecv_in_order_128 = false;
+  Eq* eq = nullptr;
+  // MOCKEFA_EQ_ERROR_AFTER: peers whose (mock) handshake failed, and the events not yet raised.
+  bool eq_error_fired = false;
+  std::vector<EfaAddr> eq_error_pending;
+  std::set<EfaAddr> lost_peers;
   size_t min_multi_recv = 0;
   size_t rnr_retry = 3;
   mockefa_faults faults{};
@@ -353,6 +404,7 @@ struct Global {
   int pass_depth = 0;
   uint64_t next_serial = 1, next_op_id = 1;
   uint16_t next_qpn[kMaxDomains] = {};
+  uint32_t last_api_version = 0;  // of the most recently opened fabric
   bool faults_override = false;
   mockefa_faults faults_override_value{};
 };
@@ -367,7 +419,8 @@ void count_fault(int kind);
 void apply_faults(Ep* ep, const mockefa_faults& f);  // also restarts its counters
 
 // ops tables (set up once)
-extern fi_ops g_fabric_fi_ops, g_domain_fi_ops, g_av_fi_ops, g_cq_fi_ops, g_mr_fi_ops, g_ep_fi_ops;
+extern fi_ops g_fabric_fi_ops, g_domain_fi_ops, g_av_fi_ops, g_cq_fi_ops, g_mr_fi_ops, g_ep_fi_ops, g_eq_fi_ops;
+extern fi_ops_eq g_eq_ops;
 extern fi_ops_fabric g_fabric_ops;
 extern fi_ops_domain g_domain_ops;
 extern fi_ops_mr g_mr_ops;
@@ -383,6 +436,7 @@ extern fi_ops_collective g_collective_ops;
 void fill_object_fi_ops(fi_ops* o, int (*close_fn)(fid*));  // close + -FI_ENOSYS rest
 void init_fabric_ops();
 void init_cq_ops();
+void init_eq_ops();
 void init_mr_ops();
 void init_ep_ops();
 void init_msg_ops();
@@ -396,6 +450,9 @@ int mock_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 
 // objects
 int mock_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context);
+int mock_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
+void eq_write_error(Eq* eq, fid_t fid, void* context, int err, int prov_errno, std::string err_data);
+void eq_forget_fid(Eq* eq, fid_t fid);  // drops the entries about fid (its object is closing)
 int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
 Mr* live_mr(const void* desc);  // the Mr behind desc if it is a live registration, else null
 Mr* mr_for_key(uint64_t key);
@@ -428,6 +485,7 @@ void complete_entry(Ep* ep, Cq* cq, CqEntry e, bool want_completion);
 void fail_initiator(Op* op, int prov_errno, const char* why);
 void match_new_recv(Ep* ep, RecvReq&& r);
 void ep_teardown(Ep* ep);
+void raise_eq_errors(Ep* ep);  // the endpoint's pending MOCKEFA_EQ_ERROR_AFTER events
 Ep* ep_by_serial(uint64_t serial);
 Ep* enabled_ep(const EfaAddr& a);
 std::string err_text(const char* why, const EfaAddr& mine, const EfaAddr* peer);

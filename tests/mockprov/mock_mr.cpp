@@ -76,6 +76,16 @@ int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, ui
                   int iface, int device, void* context, fid_mr** out) {
   if (!fdom || !out) return -FI_EINVAL;
   if (flags & ~(FI_HMEM_DEVICE_ONLY | FI_MR_DMABUF)) return -FI_EBADFLAGS;
+  Lock lk(g().mu);
+  if (fdom->fclass != FI_CLASS_DOMAIN || fdom->ops != &g_domain_fi_ops) return -FI_EINVAL;
+  Domain* d = self_of<Domain>(reinterpret_cast<fid_domain*>(fdom));
+  const uint32_t api = d->fabric->api_version;
+  if ((flags & FI_MR_DMABUF) && api < kApi120) {
+    // EFA adds FI_MR_DMABUF to the flags it accepts only at API >= 1.20 (efa_mr_regattr).
+    violation(MOCKEFA_V_API_VERSION, "FI_MR_DMABUF on a fabric opened at API %u.%u: EFA takes it from 1.20 on",
+              FI_MAJOR(api), FI_MINOR(api));
+    return -FI_EBADFLAGS;
+  }
   const fi_mr_dmabuf* dmabuf = nullptr;
   iovec dmabuf_iov{};
   if (flags & FI_MR_DMABUF) {
@@ -90,9 +100,6 @@ int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, ui
   }
   if (count != kMrIovLimit || !iov) return -FI_EINVAL;  // EFA: mr_iov_limit is 1
   if (!iov[0].iov_base && iov[0].iov_len) return -FI_EINVAL;
-  Lock lk(g().mu);
-  if (fdom->fclass != FI_CLASS_DOMAIN || fdom->ops != &g_domain_fi_ops) return -FI_EINVAL;
-  Domain* d = self_of<Domain>(reinterpret_cast<fid_domain*>(fdom));
   bool cuda_soft_key = false;
   if (iface == FI_HMEM_CUDA) {
     // The mock pretends a CUDA runtime exists (host memory stands in for device memory)

@@ -265,6 +265,19 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     op->fail_prov = kEfaUnreach;
     op->fail_err = efa_errno_to_err(kEfaUnreach);
   }
+  // MOCKEFA_EQ_ERROR_AFTER: the (n+1)-th accepted tx op's handshake with its destination fails.
+  // The error (no operation owns it) is raised at the endpoint's next progress pass; from now on
+  // every op of this endpoint to that peer fails, this one included.
+  if (!ep->eq_error_fired && ep->faults.eq_error_after != MOCKEFA_NEVER && ep->tx_ops > ep->faults.eq_error_after) {
+    ep->eq_error_fired = true;
+    ep->lost_peers.insert(peer);
+    ep->eq_error_pending.push_back(peer);
+  }
+  if (!op->fail_err && ep->lost_peers.count(peer)) {
+    op->fail_peer_lost = true;
+    op->fail_prov = kEfaUnreach;
+    op->fail_err = efa_errno_to_err(kEfaUnreach);
+  }
   ep->tx_outstanding++;
   wire_push(op);
   return 0;

@@ -290,7 +290,15 @@ void step(Ep* x, Op* op, Sas& sas) {
       if (op->fail_unreachable) count_fault(MOCKEFA_F_UNREACHABLE);
       fail_initiator(op, op->fail_prov,
                      op->fail_unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
+                     : op->fail_peer_lost ? "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)"
                                           : "Injected error (MOCKEFA_ERROR_EVERY)");
+      retire(op);
+      return;
+    }
+    if (x->lost_peers.count(op->dst_addr)) {
+      // Posted before the handshake with that peer failed, and still on the wire: lost too.
+      if (op->kind == OpKind::kHandshake) x->peers[op->dst_addr] = HsState::kFailed;
+      fail_initiator(op, kEfaUnreach, "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)");
       retire(op);
       return;
     }
@@ -311,7 +319,12 @@ void step(Ep* x, Op* op, Sas& sas) {
     }
   }
   if (!tgt || op->fail_err) return;  // an op doomed at post time never reaches the target
-  const bool device_rma = is_rma(op) && op->init == x && !x->rma_emulated && !tgt->rma_emulated;
+  // Device RDMA needs both sides to use it for that direction (EFA also needs the peer's
+  // handshake to say so); otherwise the target's progress serves the op (emulated RMA).
+  const bool device_rma =
+      is_rma(op) && op->init == x &&
+      (op->kind == OpKind::kWrite ? !x->write_emulated() && !tgt->write_emulated()
+                                  : !x->read_emulated() && !tgt->read_emulated());
   if (tgt != x && !device_rma) return;
   if (op->st == OpState::kWire) {
     // Time on the wire passes for every op; SAS then decides which message may arrive.
@@ -416,10 +429,36 @@ void match_new_recv(Ep* ep, RecvReq&& r) {
   (r.tagged ? ep->posted_tagged : ep->posted_msg).push_back(std::move(r));
 }
 
+void raise_eq_errors(Ep* ep) {
+  if (ep->eq_error_pending.empty()) return;
+  std::vector<EfaAddr> pending;
+  pending.swap(ep->eq_error_pending);
+  for (const EfaAddr& peer : pending) {
+    count_fault(MOCKEFA_F_EQ_ERROR);
+    const std::string why = "mockefa: handshake with peer " + addr_str(peer) + " failed (MOCKEFA_EQ_ERROR_AFTER)";
+    if (ep->eq) {
+      // EFA: fi_eq_write of an error entry (err = the failed call's errno, prov_errno
+      // FI_EFA_ERR_PEER_HANDSHAKE); the mock also names the endpoint and the peer.
+      eq_write_error(ep->eq, &ep->h.fid.fid, nullptr, FI_EIO, kEfaErrPeerHandshake,
+                     err_text(why.c_str(), ep->addr, &peer));
+      continue;
+    }
+    // EFA prints the error and calls abort(); the mock prints, counts and goes on (it aborts only
+    // with MOCKEFA_ABORT_ON_VIOLATION).
+    std::fprintf(stderr,
+                 "mockefa: endpoint %s has no EQ bound for an error that belongs to no operation: %s; "
+                 "EFA would abort() here\n",
+                 addr_str(ep->addr).c_str(), why.c_str());
+    violation(MOCKEFA_V_NO_EQ, "endpoint %s has no EQ bound for an error without an operation (EFA aborts): %s",
+              addr_str(ep->addr).c_str(), why.c_str());
+  }
+}
+
 void progress_ep(Ep* x) {
   PassGuard pass;
   x->eagain_latched = false;
   x->progress_passes++;
+  raise_eq_errors(x);
   while (!x->failing_recvs.empty()) {
     fail_recv(x, x->failing_recvs.front(), x->failing_recvs.front().fail_prov,
               "Injected error (MOCKEFA_ERROR_EVERY)", nullptr);

@@ -46,10 +46,17 @@ enum mockefa_violation {
 	MOCKEFA_V_MR_IN_USE,       /* fi_close(mr) while an op in flight uses it: the op fails */
 	MOCKEFA_V_WRITEDATA_SIZE,  /* fi_writedata larger than one device write (1 GiB): -FI_EINVAL */
 	MOCKEFA_V_UNSUPPORTED,     /* flag/feature the mock refuses (MULTI_RECV, PEEK, ...): -FI_EOPNOTSUPP */
-	MOCKEFA_V_OPT_STATE,       /* option EFA only takes before fi_enable, set after: -FI_EINVAL */
+	MOCKEFA_V_OPT_STATE,       /* option EFA only takes before fi_enable, set after: -FI_EINVAL;
+	                              or an EQ bound after fi_enable: -FI_EOPBADSTATE */
 	MOCKEFA_V_BUSY_CLOSE,      /* fi_close of an object still in use (bound EP, open MRs): -FI_EBUSY */
 	MOCKEFA_V_DMABUF_FD,       /* FI_MR_DMABUF with an fd that is not open: -FI_EINVAL */
 	MOCKEFA_V_DMABUF_RANGE,    /* FI_MR_DMABUF region not the memory a fakecuda dma-buf stands for: -FI_EINVAL */
+	MOCKEFA_V_NO_EQ,           /* an error that belongs to no operation, on an endpoint without an EQ
+	                              (EFA prints and abort()s; the mock counts, prints, goes on) */
+	MOCKEFA_V_API_VERSION,     /* a feature used on a fabric opened at an API version that lacks it
+	                              (FI_MR_DMABUF below 1.20): EFA's answer (-FI_EBADFLAGS) */
+	MOCKEFA_V_DEVICE_RDMA_ENV, /* FI_EFA_USE_DEVICE_RDMA=1 on a NIC without RDMA read, or not a boolean
+	                              (EFA abort()s at fi_endpoint; the mock counts and uses 0 / the default) */
 	MOCKEFA_V_COUNT
 };
 
@@ -63,6 +70,7 @@ enum mockefa_fault {
 	MOCKEFA_F_WIRE_DELAY,      /* an op was held on the wire (wire_delay) */
 	MOCKEFA_F_WIRE_REORDER,    /* a progress pass handled wire ops / chunks out of post order */
 	MOCKEFA_F_CHUNKED,         /* a transfer landed in several pieces (land_chunk) */
+	MOCKEFA_F_EQ_ERROR,        /* an error that belongs to no operation was raised (eq_error_after) */
 	MOCKEFA_F_COUNT
 };
 
@@ -97,6 +105,7 @@ struct mockefa_counters {
 	uint64_t nic_tx_bytes[32];
 	uint64_t nic_tx_ops[32];
 	uint64_t mr_registrations;    /* successful fi_mr_reg/regv/regattr calls (a cache's misses) */
+	uint64_t open_eqs;            /* gauge: event queues open right now (kept by reset, like open_*) */
 };
 
 /* Fault knobs, per endpoint. An endpoint takes its knobs when it is opened (fi_endpoint):
@@ -116,6 +125,12 @@ struct mockefa_faults {
 	                               (MOCKEFA_NEVER = off; 0 = from the first op) */
 	uint64_t land_chunk;        /* MOCKEFA_LAND_CHUNK: bytes landed per progress pass (0 = all at once) */
 	uint64_t seed;              /* MOCKEFA_SEED: PRNG seed for reorder decisions */
+	uint64_t eq_error_after;    /* MOCKEFA_EQ_ERROR_AFTER: once the endpoint has accepted n tx ops, the
+	                               (n+1)-th raises an error that belongs to no operation, as EFA reports a
+	                               failed handshake: an error entry on the endpoint's EQ (none bound:
+	                               violation no_eq), and every op of the endpoint to that op's destination
+	                               fails with FI_EHOSTUNREACH, that op included (MOCKEFA_NEVER = off;
+	                               0 = on the first op). Once per endpoint (set_faults_all re-arms it) */
 };
 
 /* Facts about mock NIC i (0-based), the same the fi_info->nic of domain i carries. */
@@ -152,6 +167,11 @@ void mockefa_get_faults(struct mockefa_faults *out);
 /* Number of mock NICs (MOCKEFA_NDOMAINS, clamped to 1..32) and their facts. */
 int mockefa_num_nics(void);
 int mockefa_get_nic_info(int index, struct mockefa_nic_info *out); /* 0, or -1 if out of range */
+/* The API version the most recently opened fabric was opened with: fi_fabric's attr->api_version,
+ * which libfabric's core fills with the version the application gave fi_getinfo (the core copies it
+ * into every returned fi_info's fabric_attr). 0 before any fabric was opened. EFA keys behaviour on
+ * it (device RDMA defaults, FI_MR_DMABUF); so does the mock, per fabric. */
+uint32_t mockefa_last_api_version(void);
 /* An error completion with op_context NULL (err and prov_errno = err, flags, data, tag) into the receive
  * CQ of every endpoint open now, as EFA reports failures that belong to no operation. Returns how
  * many were written. */
@@ -167,6 +187,7 @@ typedef void (*mockefa_get_faults_fn)(struct mockefa_faults *);
 typedef int (*mockefa_num_nics_fn)(void);
 typedef int (*mockefa_get_nic_info_fn)(int, struct mockefa_nic_info *);
 typedef int (*mockefa_inject_stray_error_fn)(int, uint64_t, uint64_t, uint64_t);
+typedef uint32_t (*mockefa_last_api_version_fn)(void);
 
 struct mockefa_api {
 	void *handle; /* dlclose() it when done */
@@ -181,6 +202,7 @@ struct mockefa_api {
 	mockefa_num_nics_fn num_nics;
 	mockefa_get_nic_info_fn get_nic_info;
 	mockefa_inject_stray_error_fn inject_stray_error;
+	mockefa_last_api_version_fn last_api_version; /* NULL with a provider older than this header */
 };
 
 /* Find the provider libfabric already loaded from `path` (e.g. getenv("NF_MOCKPROV_LIB")) and
@@ -205,6 +227,7 @@ static inline int mockefa_load_api(const char *path, struct mockefa_api *api)
 	api->num_nics = (mockefa_num_nics_fn)dlsym(h, "mockefa_num_nics");
 	api->get_nic_info = (mockefa_get_nic_info_fn)dlsym(h, "mockefa_get_nic_info");
 	api->inject_stray_error = (mockefa_inject_stray_error_fn)dlsym(h, "mockefa_inject_stray_error");
+	api->last_api_version = (mockefa_last_api_version_fn)dlsym(h, "mockefa_last_api_version");
 	if (!api->get_counters || !api->reset_counters || !api->violation_name || !api->fault_name ||
 	    !api->last_violation || !api->set_faults || !api->set_faults_all || !api->get_faults ||
 	    !api->num_nics || !api->get_nic_info) {

@@ -55,12 +55,17 @@ int reg_dmabuf(fid_domain* d, const fi_mr_dmabuf& db, fid_mr** mr, int iface = F
   return fi_mr_regattr(d, &attr, FI_MR_DMABUF, mr);
 }
 
-InfoPtr hmem_info() {
+// FI_HMEM info at API version `api` (stamped into fabric_attr where fi_getinfo cannot be asked
+// for it: see getinfo_at).
+InfoPtr hmem_info(uint32_t api = kApi) {
   InfoPtr hints = make_hints(kCaps | FI_HMEM, kMrAll | FI_MR_HMEM);
-  InfoPtr info = getinfo(hints.get());
+  InfoPtr info = getinfo_at(hints.get(), api);
   REQUIRE(info);
   return info;
 }
+
+// EFA (and the mock) take FI_MR_DMABUF only on a fabric opened at API 1.20 or later.
+constexpr uint32_t kDmabufApi = kApi > FI_VERSION(1, 20) ? kApi : FI_VERSION(1, 20);
 
 }  // namespace
 
@@ -68,7 +73,7 @@ TEST_CASE("mr: FI_MR_DMABUF registers [base_addr + offset, +len) and does not ke
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_HANDSHAKE", "none");
-  InfoPtr info = hmem_info();
+  InfoPtr info = hmem_info(kDmabufApi);
   Pair p(info.get());
   Pages gpu(4);
   int fd = fake_dmabuf(gpu.p, gpu.len);
@@ -108,7 +113,7 @@ TEST_CASE("mr: FI_MR_DMABUF registers [base_addr + offset, +len) and does not ke
 
 TEST_CASE("mr: FI_MR_DMABUF refusals", "[mockprov][mr][dmabuf][checker]") {
   Fresh fresh;
-  InfoPtr info = hmem_info();
+  InfoPtr info = hmem_info(kDmabufApi);
   Pages gpu(4);
   int fd = fake_dmabuf(gpu.p + page(), 2 * page());  // exports pages 1 and 2 only
   fid_mr* mr = nullptr;
@@ -247,7 +252,7 @@ TEST_CASE("fakecuda + mockefa: a dma-buf from cuMemGetHandleForAddressRange, wri
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_HANDSHAKE", "none");
-  InfoPtr info = hmem_info();
+  InfoPtr info = hmem_info(kDmabufApi);
   Pair p(info.get());
   const fi_addr_t self = p.b.insert(p.b);
   int fd = -1;

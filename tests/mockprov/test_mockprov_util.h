@@ -6,6 +6,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
@@ -79,12 +80,34 @@ inline InfoPtr make_hints(uint64_t caps = kCaps, int mr_mode = kMrAll) {
   return InfoPtr(h);
 }
 
-inline InfoPtr getinfo(const fi_info* hints, int* rc = nullptr) {
+inline InfoPtr getinfo(const fi_info* hints, int* rc = nullptr, uint32_t api = kApi) {
   ensure_provider_path();
   fi_info* out = nullptr;
-  int r = fi_getinfo(kApi, nullptr, nullptr, 0, hints, &out);
+  int r = fi_getinfo(api, nullptr, nullptr, 0, hints, &out);
   if (rc) *rc = r;
   return InfoPtr(r == 0 ? out : nullptr);
+}
+
+// The newest API version fi_getinfo can really be asked for here: libfabric refuses a version
+// newer than the library (-FI_ENOSYS) and skips a provider whose fi_version (the headers it was
+// built against, the same as ours) is older than the version asked for.
+inline uint32_t max_api() {
+  const uint32_t lib = fi_version();
+  return lib < kApi ? lib : kApi;
+}
+
+// An fi_info as an application asking fi_getinfo for `api` gets it. When `api` is newer than
+// max_api() (1.18 or 1.20 on Debian's 1.17), fi_getinfo is asked at max_api() and `api` is then
+// written into each fabric_attr->api_version: that field is what libfabric's core hands the
+// provider's fi_fabric (it copies the requested version there), so the mock behaves as under a
+// newer core. *stamped tells which way it went.
+inline InfoPtr getinfo_at(const fi_info* hints, uint32_t api, bool* stamped = nullptr) {
+  const bool stamp = api > max_api();
+  if (stamped) *stamped = stamp;
+  InfoPtr info = getinfo(hints, nullptr, stamp ? max_api() : api);
+  if (info && stamp)
+    for (fi_info* i = info.get(); i; i = i->next) i->fabric_attr->api_version = api;
+  return info;
 }
 
 inline const mockefa_api& api() {
@@ -145,6 +168,7 @@ struct Node {
   fid_cq* tx = nullptr;
   fid_cq* rx = nullptr;
   fid_ep* ep = nullptr;
+  fid_eq* eq = nullptr;  // bind_eq(): closed after the endpoint
   std::vector<uint8_t> name;
 
   explicit Node(const fi_info* info, fi_cq_format fmt = FI_CQ_FORMAT_TAGGED, bool enable = true) {
@@ -178,8 +202,17 @@ struct Node {
     if (ep) CHECK(fi_close(&ep->fid) == 0);
     ep = nullptr;
   }
+  // Opens an EQ on this node's fabric and binds it to the endpoint (before fi_enable).
+  void bind_eq() {
+    fi_eq_attr attr{};
+    attr.wait_obj = FI_WAIT_NONE;
+    REQUIRE(fi_eq_open(fabric, &attr, &eq, nullptr) == 0);
+    REQUIRE(fi_ep_bind(ep, &eq->fid, 0) == 0);
+  }
   void close() {
     close_ep();
+    if (eq) CHECK(fi_close(&eq->fid) == 0);
+    eq = nullptr;
     for (fid* f : {av ? &av->fid : nullptr, tx ? &tx->fid : nullptr, rx ? &rx->fid : nullptr,
                    domain ? &domain->fid : nullptr, fabric ? &fabric->fid : nullptr}) {
       if (f) CHECK(fi_close(f) == 0);

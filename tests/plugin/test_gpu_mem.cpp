@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <rdma/fabric.h>
+
 #include "harness.h"
 #include "mem/cuda_api.h"
 #include "mockprov/mockefa.h"
@@ -101,8 +103,13 @@ TEST_CASE("GPU memory: GPUDirect is offered only when every check passes", "[plu
     int want;
   };
   const int kHost = NCCL_PTR_HOST, kCuda = NCCL_PTR_CUDA, kDmabuf = NCCL_PTR_DMABUF;
+  // The API version the plugin gets: DMA-BUF without the test knob only from 1.20 (a 2.x build).
+  const uint32_t built = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+  const uint32_t api = fi_version() < built ? fi_version() : built;
+  const int api_dmabuf = api >= FI_VERSION(1, 20) ? kDmabuf : 0;
   const std::vector<Case> cases = {
-      {"mock EFA with P2P, libfabric 1.17", {}, true, kHost | kCuda},
+      {"mock EFA with P2P, at the API the library and headers give", {}, true,
+       kHost | kCuda | api_dmabuf},
       {"... and FI_MR_DMABUF assumed", {{"NCCL_FABRIC_TEST_ASSUME_DMABUF", "1"}}, true,
        kHost | kCuda | kDmabuf},
       {"... but the GPU exports no DMA-BUF",

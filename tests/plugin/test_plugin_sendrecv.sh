@@ -1,6 +1,7 @@
 #!/bin/bash
 # The whole plugin suite again on the SENDRECV protocol: `make check` runs test_plugin with the
-# default (auto: RDMA on tcp;ofi_rxm, shm and the mock), this runs it with SENDRECV forced. The
+# default (auto: RDMA on tcp;ofi_rxm and shm; SENDRECV on the mock, whose default NIC emulates
+# writes: test_plugin_mock_device.sh covers RDMA there), this runs it with SENDRECV forced. The
 # [rdma] cases are the RDMA protocol's own and are left out here.
 set -euo pipefail
 : "${NF_BUILD_DIR:?run from make check}"

@@ -504,3 +504,50 @@ TEST_CASE("no model choices where there is nothing to correct: one node, unknown
     expect_hands_off(k.nodes, 8);
   }
 }
+
+TEST_CASE("LL128 is never picked across nodes where the net plugin found the provider cannot "
+          "order 128-byte lines; NCCL_PROTO it set itself is not the user's", "[tuner][ll128]") {
+  // How often the model's pick (what NCCL then takes) is LL128, over collectives and sizes on 16
+  // p5 nodes; with `off`, also that every LL128 cell is ignored.
+  auto ll128_picks = [](bool off, int nodes, bool* cells_ignored) {
+    Env env;
+    env.set("NCCL_FABRIC_PLATFORM", "p5.48xlarge")
+        .set("NCCL_FABRIC_INTERNAL_LL128_OFF", off ? "set-proto" : nullptr)
+        .set("NCCL_PROTO", off ? "^LL128" : nullptr)
+        .set("NCCL_ALGO", nullptr);
+    TunerLib lib;
+    std::string err;
+    REQUIRE(lib.load(TunerLib::path(false), 5, &err));
+    void* ctx = nullptr;
+    ncclTunerConstants_v5_t c;
+    nccl_default_constants(&c);
+    REQUIRE(lib.init(&ctx, static_cast<size_t>(nodes) * 8, static_cast<size_t>(nodes), 8, &c) ==
+            ncclSuccess);
+    int picks = 0;
+    *cells_ignored = true;
+    for (int coll : {2, 3, 4}) {  // AllGather, ReduceScatter, AllReduce
+      for (size_t bytes = 1024; bytes <= (size_t{1} << 30); bytes *= 4) {
+        float t[7][3];
+        nccl_table({nodes, 8}, coll, bytes, t);
+        int nch = 0;
+        REQUIRE(lib.coll_info(ctx, coll, bytes, &t[0][0], 7, 3, &nch) == ncclSuccess);
+        for (int a = 0; a < 7; ++a)
+          if (t[a][NCCL_PROTO_LL128] >= 0) *cells_ignored = false;
+        int algo = -1, proto = -1;
+        if (nccl_pick(t, &algo, &proto) && proto == NCCL_PROTO_LL128) ++picks;
+      }
+    }
+    lib.finalize(ctx);
+    return picks;
+  };
+  bool ignored = false;
+  // Without the flag the model does pick LL128 somewhere (so the check below can fail)...
+  CHECK(ll128_picks(false, 16, &ignored) > 0);
+  CHECK_FALSE(ignored);
+  // ... with it, never, and NCCL sees every LL128 cell ignored.
+  CHECK(ll128_picks(true, 16, &ignored) == 0);
+  CHECK(ignored);
+  // One node: nothing crosses the network, LL128 stays NCCL's to pick.
+  ll128_picks(true, 1, &ignored);
+  CHECK_FALSE(ignored);
+}

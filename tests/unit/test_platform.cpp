@@ -76,7 +76,7 @@ Params params_with(const char* platform, const std::string& dmi_file) {
 
 const char kHeader[] =
     "name efa efa_gbps accel accel_model nics_per_gpu efa_expected gdr latency_us protocol "
-    "sources nccl_env\n";
+    "ll128 sources nccl_env\n";
 
 // Parses a one-row table and returns the error ("" when it parsed).
 std::string parse_error_of(const std::string& row) {
@@ -154,39 +154,44 @@ TEST_CASE("the embedded table is platforms.txt, and every row parses with sane v
   CHECK(match_platform(table, "g5.48xlarge")->gdr_expected == GdrExpect::kNo);
   CHECK(match_platform(table, "trn1.32xlarge")->gdr_expected == GdrExpect::kNotApplicable);
   CHECK(match_platform(table, "trn1.32xlarge")->accelerators == 16);
+  CHECK(match_platform(table, "trn1.32xlarge")->ll128_expected == -1);
+  CHECK(p5->ll128_expected == 1);
+  CHECK(match_platform(table, "p4d.24xlarge")->ll128_expected == 0);
   CHECK(describe_platform(*p5).find("3200 Gb/s") != std::string::npos);
   CHECK(describe_platform(generic_platform()).find("no expectations") != std::string::npos);
 }
 
 TEST_CASE("malformed tables are refused with the line and the problem", "[platform]") {
   const std::string good =
-      "m9.big 2 100 4 X1 0.5 yes yes 40 rdma src-a NCCL_BUFFSIZE=1,NCCL_FOO=bar\n";
+      "m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a NCCL_BUFFSIZE=1,NCCL_FOO=bar\n";
   CHECK(parse_error_of(good).empty());
-  CHECK(parse_error_of("m9.* - - - - - no no - auto src-a -\n").empty());
+  CHECK(parse_error_of("m9.* - - - - - no no - auto - src-a -\n").empty());
 
   struct Case {
     const char* row;
     const char* expect;
   } cases[] = {
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma src-a\n", "11 columns, the header has 12"},
-      {"m9.big x 100 4 X1 0.5 yes yes 40 rdma src-a -\n", "efa 'x'"},
-      {"m9.big 2 0 4 X1 0.5 yes yes 40 rdma src-a -\n", "efa_gbps '0'"},
-      {"m9.big 2 100 4 X1 1 yes yes 40 rdma src-a -\n", "nics_per_gpu 1 is not efa/accel = 2/4"},
-      {"m9.big 2 100 4 X1 0.5 maybe yes 40 rdma src-a -\n", "efa_expected 'maybe'"},
-      {"m9.big 0 - 4 X1 - yes no 40 rdma src-a -\n", "efa_expected is yes but efa is 0"},
-      {"m9.big 2 100 4 X1 0.5 yes sometimes 40 rdma src-a -\n", "gdr 'sometimes'"},
-      {"m9.big 2 100 4 X1 0.5 no yes 40 rdma src-a -\n", "gdr is yes but efa_expected is no"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 0 rdma src-a -\n", "latency_us '0'"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 fast src-a -\n", "protocol 'fast'"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma - -\n", "every row cites"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma Src -\n", "'Src' is not a key"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma src-a NCCL_BUFFSIZE\n", "is not NAME=VALUE"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma src-a FI_EFA_X=1\n", "not an NCCL_ variable"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma src-a NCCL_A=1,NCCL_A=2\n", "NCCL_A appears twice"},
-      {"m9*big 2 100 4 X1 0.5 yes yes 40 rdma src-a -\n", "name must be"},
-      {"none 2 100 4 X1 0.5 yes yes 40 rdma src-a -\n", "reserved"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma src-a -\n"
-       "m9.big 2 100 4 X1 0.5 yes yes 40 rdma src-a -\n",
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a\n", "12 columns, the header has 13"},
+      {"m9.big x 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "efa 'x'"},
+      {"m9.big 2 0 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "efa_gbps '0'"},
+      {"m9.big 2 100 4 X1 1 yes yes 40 rdma yes src-a -\n", "nics_per_gpu 1 is not efa/accel = 2/4"},
+      {"m9.big 2 100 4 X1 0.5 maybe yes 40 rdma yes src-a -\n", "efa_expected 'maybe'"},
+      {"m9.big 0 - 4 X1 - yes no 40 rdma yes src-a -\n", "efa_expected is yes but efa is 0"},
+      {"m9.big 2 100 4 X1 0.5 yes sometimes 40 rdma yes src-a -\n", "gdr 'sometimes'"},
+      {"m9.big 2 100 4 X1 0.5 no yes 40 rdma yes src-a -\n", "gdr is yes but efa_expected is no"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 0 rdma yes src-a -\n", "latency_us '0'"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 fast yes src-a -\n", "protocol 'fast'"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma maybe src-a -\n", "ll128 'maybe'"},
+      {"m9.big 2 100 4 X1 0.5 no no 40 rdma yes src-a -\n", "ll128 is yes but efa_expected is no"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - -\n", "every row cites"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes Src -\n", "'Src' is not a key"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a NCCL_BUFFSIZE\n", "is not NAME=VALUE"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a FI_EFA_X=1\n", "not an NCCL_ variable"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a NCCL_A=1,NCCL_A=2\n", "NCCL_A appears twice"},
+      {"m9*big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "name must be"},
+      {"none 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "reserved"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n"
+       "m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n",
        "already on line 3"},
   };
   for (const Case& c : cases) {

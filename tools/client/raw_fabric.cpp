@@ -131,8 +131,7 @@ bool RawFabric::open(const RawConfig& cfg, std::string* err) {
   if ((rc = fi_cq_open(domain_, &cq_attr, &cq_, nullptr)) != 0) return fail("fi_cq_open", rc);
 
   fi_av_attr av_attr = {};
-  av_attr.type =
-      info_->domain_attr->av_type != FI_AV_UNSPEC ? info_->domain_attr->av_type : FI_AV_TABLE;
+  av_attr.type = FI_AV_TABLE;  // FI_AV_MAP is deprecated in libfabric 2.x
   av_attr.count = 4;
   if ((rc = fi_av_open(domain_, &av_attr, &av_, nullptr)) != 0) return fail("fi_av_open", rc);
 

@@ -113,6 +113,15 @@ void run_checks(const std::string& plugin_path, Report* r) {
         "check that the EFA device is attached (fi_info -p efa), the EFA device plugin on "
         "Kubernetes, FI_PROVIDER / NCCL_FABRIC_PROVIDER, and the EFA driver");
   }
+  if ((r->api_below_library_118 && r->provider == "efa") ||
+      (r->api_below_library_120 && r->nic_hmem))
+    add(r, 1, "libfabric-api", "libfabric " + r->libfabric_version + " is loaded but API " +
+        r->api_version + " was obtained (the plugin was built against " + r->libfabric_built +
+        " headers): " + (r->api_below_library_118
+            ? "below 1.18 EFA leaves device RDMA off on first-generation devices"
+            : "below 1.20 there is no DMA-BUF registration"),
+        "rebuild the plugin against the installed libfabric (--with-libfabric=/opt/amazon/efa); "
+        "docs/compatibility.md");
   const char* use_rdma = getenv("FI_EFA_USE_DEVICE_RDMA");
   if (r->gdr_expected && use_rdma != nullptr && (strcmp(use_rdma, "0") == 0 ||
                                                  strcasecmp(use_rdma, "false") == 0))
@@ -155,7 +164,9 @@ void print_text(const Report& r, FILE* out) {
   fprintf(out, "nccl-fabric-info\n\n== platform\n  %s (%s)\n", r.platform.c_str(),
           r.platform_source.c_str());
   for (const std::string& l : r.platform_lines) fprintf(out, "  %s\n", l.c_str());
-  fprintf(out, "\n== libfabric %s\n  provider: %s\n  tried: %s\n", r.libfabric_version.c_str(),
+  fprintf(out, "\n== libfabric %s (loaded; built against %s headers; API %s)\n  provider: %s\n"
+          "  tried: %s\n", r.libfabric_version.c_str(), r.libfabric_built.c_str(),
+          r.api_version.empty() ? "none obtained" : r.api_version.c_str(),
           r.provider.empty() ? "(none)" : r.provider.c_str(), r.providers_tried.c_str());
   fprintf(out, "  CUDA: %s; context: %s\n", r.cuda.c_str(), r.cuda_context.c_str());
   fprintf(out, "\n== NICs (topology: %s)\n", r.topology.c_str());
@@ -208,6 +219,8 @@ void print_json(const Report& r, FILE* out) {
           r.gdr_expected ? "true" : "false");
   fputs("\"libfabric\": {", out);
   kv("version", r.libfabric_version);
+  kv("built", r.libfabric_built);
+  kv("api", r.api_version);
   kv("provider", r.provider);
   kv("tried", r.providers_tried, false);
   fputs("}, \"cuda\": {", out);

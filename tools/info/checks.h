@@ -45,6 +45,11 @@ struct Report {
   std::vector<std::string> platform_lines;  // the row, as text
   // libfabric and CUDA.
   std::string libfabric_version, provider, providers_tried;
+  std::string libfabric_built;  // the headers the plugin and this tool were built against
+  std::string api_version;      // the API version fi_getinfo answered at ("" without a provider)
+  bool api_below_library_118 = false;  // API < 1.18 although the library has 1.18
+  bool api_below_library_120 = false;  // API < 1.20 although the library has 1.20
+  bool nic_hmem = false;
   std::string cuda, cuda_context;
   bool cuda_available = false;
   std::vector<NicInfo> nics;
