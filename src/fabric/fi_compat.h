@@ -31,6 +31,9 @@ constexpr uint32_t kFiBuiltVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSI
 // (NCCL owns the CUDA stream ordering); a provider that cannot honour it answers -FI_EOPNOTSUPP.
 #if HAVE_DECL_FI_OPT_CUDA_API_PERMITTED
 constexpr int kFiOptCudaApiPermitted = FI_OPT_CUDA_API_PERMITTED;
+// The values below are ABI: where the headers have a symbol, they must agree with the value this
+// file uses for headers that lack it (so a 2.x build checks what a 1.17 build hard-codes).
+static_assert(FI_OPT_CUDA_API_PERMITTED == 10, "FI_OPT_CUDA_API_PERMITTED");
 #else
 constexpr int kFiOptCudaApiPermitted = 10;
 #endif
@@ -44,22 +47,27 @@ constexpr int kFiOptEfaBase = -(0xefa << 16);  // FI_PROV_SPECIFIC_EFA, negated
 #if HAVE_DECL_FI_OPT_EFA_EMULATED_WRITE
 constexpr int kFiOptEfaEmulatedRead = FI_OPT_EFA_EMULATED_READ;
 constexpr int kFiOptEfaEmulatedWrite = FI_OPT_EFA_EMULATED_WRITE;
+static_assert(FI_OPT_EFA_EMULATED_READ == kFiOptEfaBase + 1, "FI_OPT_EFA_EMULATED_READ");
+static_assert(FI_OPT_EFA_EMULATED_WRITE == kFiOptEfaBase + 2, "FI_OPT_EFA_EMULATED_WRITE");
 #else
 constexpr int kFiOptEfaEmulatedRead = kFiOptEfaBase + 1;
 constexpr int kFiOptEfaEmulatedWrite = kFiOptEfaBase + 2;
 #endif
 #if HAVE_DECL_FI_OPT_EFA_USE_DEVICE_RDMA
 constexpr int kFiOptEfaUseDeviceRdma = FI_OPT_EFA_USE_DEVICE_RDMA;
+static_assert(FI_OPT_EFA_USE_DEVICE_RDMA == kFiOptEfaBase + 4, "FI_OPT_EFA_USE_DEVICE_RDMA");
 #else
 constexpr int kFiOptEfaUseDeviceRdma = kFiOptEfaBase + 4;
 #endif
 #if HAVE_DECL_FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES
 constexpr int kFiOptEfaSendrecvInOrder128 = FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES;
+static_assert(kFiOptEfaSendrecvInOrder128 == kFiOptEfaBase + 5, "SENDRECV_IN_ORDER_128");
 #else
 constexpr int kFiOptEfaSendrecvInOrder128 = kFiOptEfaBase + 5;
 #endif
 #if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
 constexpr int kFiOptEfaWriteInOrder128 = FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES;
+static_assert(kFiOptEfaWriteInOrder128 == kFiOptEfaBase + 6, "WRITE_IN_ORDER_128");
 #else
 constexpr int kFiOptEfaWriteInOrder128 = kFiOptEfaBase + 6;
 #endif
@@ -67,6 +75,7 @@ constexpr int kFiOptEfaWriteInOrder128 = kFiOptEfaBase + 6;
 // fi_mr_regattr flag, libfabric 1.20+: attr->dmabuf describes the memory.
 #if HAVE_DECL_FI_MR_DMABUF
 constexpr uint64_t kFiMrDmabuf = FI_MR_DMABUF;
+static_assert(FI_MR_DMABUF == 1ull << 40, "FI_MR_DMABUF");
 #else
 constexpr uint64_t kFiMrDmabuf = 1ull << 40;
 #endif
