@@ -12,8 +12,8 @@
 #include <fstream>
 #include <new>
 
-#include "core/plugin.h"
 #include "platform/platform.h"
+#include "tuner/net_info.h"
 #include "util/log.h"
 #include "util/params.h"
 
@@ -71,7 +71,7 @@ void gather_facts(const InitArgs& a, const Params& params, Facts* f) {
   const Platform* row = &generic_platform();
   if (ok(choose_platform(params, &choice)) && choice.row != nullptr) row = choice.row;
   facts_from_platform(*row, f);
-  const NetSummary ns = net_summary();
+  const NetSummary ns = tuner_net_summary();
   if (ns.found) {
     f->net_known = true;
     f->net_source = "the plugin's devices";

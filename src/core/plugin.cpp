@@ -274,6 +274,19 @@ Status discover_locked(Devices& d, const Params& p) {
             f.read_emulated ? "emulated" : "by the device", f.in_order_note.c_str());
   d.write_emulated = f.efa_options && f.write_emulated;
   ll128_policy(d, p);
+  {
+    // For a standalone tuner library in this process (NCCL_TUNER_PLUGIN=fabric): what this one's
+    // tuner learns through net_summary().
+    NetSummary ns;
+    ns.found = true;
+    ns.provider = d.provider;
+    ns.devices = static_cast<int>(d.groups.size());
+    ns.rails = d.groups.empty() ? 1 : static_cast<int>(d.groups[0].size());
+    ns.speed_mbps = d.groups.empty() ? 0 : group_speed_mbps(d, d.groups[0]);
+    ns.gdr = d.gdr.cuda;
+    if (d.platform.row != nullptr) ns.platform = d.platform.row->name;
+    if (ns.devices > 0) setenv(kNetSummaryEnv, format_net_summary(ns).c_str(), 1);
+  }
   if (!d.gdr.cuda && p.get_str(ParamId::kGdr) == "require") {
     NF_WARN("NCCL_FABRIC_GDR=require, but GPUDirect RDMA is not available: %s",
             d.gdr.cuda_reason.c_str());
@@ -381,6 +394,12 @@ int device_count() {
   std::lock_guard<std::mutex> lock(d.mu);
   return d.found ? static_cast<int>(d.groups.size()) : 0;
 }
+
+namespace {
+// The tuner in this library asks the net plugin in it (a function pointer: the tuner includes
+// nothing of core).
+[[maybe_unused]] const bool g_registered = (set_net_summary_source(&net_summary), true);
+}  // namespace
 
 NetSummary net_summary() {
   Devices& d = devices();

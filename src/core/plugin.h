@@ -10,6 +10,7 @@
 
 #include "fabric/fabric.h"
 #include "proto/connect.h"
+#include "tuner/net_info.h"
 #include "util/params.h"
 
 namespace nf {
@@ -66,15 +67,8 @@ void settle_nic_speeds(const Params& p, const Platform& row, std::vector<Nic>* n
 
 // What the tuner may know of the network this process uses: set once the net side of this
 // library found its devices (found = false before, or in a library that only tunes).
-struct NetSummary {
-  bool found = false;
-  std::string provider;
-  int devices = 0;        // NCCL devices
-  int speed_mbps = 0;     // of the first device (all its rails)
-  int rails = 1;          // NICs (rails) of the first device
-  bool gdr = false;       // GPU memory offered to NCCL
-  std::string platform;   // the platform row's name
-};
+// What the tuner is told of the network (tuner/net_info.h): this library registers it as the
+// tuner's source, and publishes it for a standalone tuner in the same process.
 NetSummary net_summary();
 // The connect environment of a device: the context's shared endpoint on it (opened, with the
 // domain, on first use) and the provider.

@@ -7,6 +7,7 @@
 #include "platform/platform.h"
 #include "tuner/model.h"
 #include "tuner/nccl_model.h"
+#include "tuner/net_info.h"
 
 using namespace nf;
 using namespace nf::tuner;
@@ -215,5 +216,34 @@ TEST_CASE("bands: a lookup returns the ranking of its size, every available pair
       for (int k = 1; k < band.n; ++k) CHECK(band.cost_us[k] >= band.cost_us[k - 1]);
       for (int k = 0; k < band.n; ++k) CHECK(t[band.pair[k] / 3][band.pair[k] % 3] >= 0);
     }
+  }
+}
+
+TEST_CASE("what the net plugin publishes for a standalone tuner reads back; anything else is "
+          "ignored", "[tuner][net_info]") {
+  nf::NetSummary s;
+  s.found = true;
+  s.provider = "tcp;ofi_rxm";
+  s.devices = 4;
+  s.rails = 2;
+  s.speed_mbps = 200000;
+  s.gdr = true;
+  s.platform = "p5.48xlarge";
+  nf::NetSummary back;
+  REQUIRE(nf::parse_net_summary(nf::format_net_summary(s), &back));
+  CHECK(back.found);
+  CHECK(back.provider == s.provider);
+  CHECK(back.devices == 4);
+  CHECK(back.rails == 2);
+  CHECK(back.speed_mbps == 200000);
+  CHECK(back.gdr);
+  CHECK(back.platform == "p5.48xlarge");
+  for (const char* bad : {"", "efa", "efa|1|1|100|1", "efa|0|1|100|1|x", "efa|1|0|100|1|x",
+                          "efa|1|1|-5|1|x", "efa|1|1|100|2|x", "|1|1|100|1|x", "efa|1|1|100|1|x|y",
+                          "efa|99999999999|1|100|1|x"}) {
+    INFO(bad);
+    nf::NetSummary out;
+    CHECK_FALSE(nf::parse_net_summary(bad, &out));
+    CHECK_FALSE(out.found);
   }
 }
