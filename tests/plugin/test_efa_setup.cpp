@@ -195,7 +195,10 @@ TEST_CASE("every endpoint has an event queue: an error that belongs to no operat
     CHILD_CHECK(has(text, "the provider reported on its event queue"),
                 "no WARN naming the EQ error");
     CHILD_CHECK(has(text, "peer "), "the WARN names no peer");
-    // Closing the failed comms is clean and bounded.
+    // Deregistering and closing the failed comms is clean and bounded (as NCCL does after an
+    // error: its buffers go back, then the comms).
+    CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                "deregMr on failed comms");
     CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
     api.get_counters(&c);
     CHILD_CHECK(c.violations_total == 0, "%llu violations",
