@@ -6,4 +6,8 @@
 set -euo pipefail
 : "${NF_BUILD_DIR:?run from make check}"
 export NCCL_FABRIC_PROTOCOL=sendrecv
-exec "$NF_BUILD_DIR/tests/plugin/test_plugin" "~[rdma]" "$@"
+# The [gpu] cases are left out too: each sets its protocol itself (the RDMA protocol by default),
+# so here they only repeated test_plugin's run. (Repeated in this order under ASan they also made
+# LeakSanitizer's own tracer crash at a child's exit, "Tracer caught signal 11", not a leak or a
+# memory error; alone, or in test_plugin's order, they pass under ASan.)
+exec "$NF_BUILD_DIR/tests/plugin/test_plugin" "~[rdma]~[gpu]" "$@"
