@@ -507,13 +507,16 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   auto& sep = ctx.eps[static_cast<size_t>(dev)];
   if (!sep) {
     NF_CHECK(shared_ep_open(doms, ctx.params, &sep));
-    // libfabric 1.x's shm cannot fail a tagged receive that is too small: it spins inside
-    // fi_cq_read (CMA) or drops the message. SENDRECV leaves that check to the provider.
-    if (out->offered == kProtoSendRecv && out->provider == "shm" && FI_MAJOR(fi_version()) < 2)
+    // shm cannot fail a tagged receive that is too small: libfabric 1.x spins inside fi_cq_read
+    // (CMA sizes) or drops the message; 2.1 crashes inside fi_trecv when the larger message was
+    // already waiting (smr_copy_saved has no SAR entry for an inject message that did not fit).
+    // SENDRECV leaves that check to the provider; the RDMA protocol does it itself.
+    if (out->offered == kProtoSendRecv && out->provider == "shm")
       NF_WARN("device %d (%s): SENDRECV on libfabric %u.%u's shm: a message larger than the "
-              "receive NCCL posted for it hangs inside the provider instead of failing; the RDMA "
+              "receive NCCL posted for it %s inside the provider instead of failing; the RDMA "
               "protocol (NCCL_FABRIC_PROTOCOL=auto) checks sizes itself", dev, name.c_str(),
-              FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
+              FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
+              FI_MAJOR(fi_version()) < 2 ? "hangs" : "can crash the process");
     NF_INFO(kSubsysNet, "device %d (%s): protocol %s (NCCL_FABRIC_PROTOCOL=%s; %s), %d rail(s)",
             dev, name.c_str(), out->offered & kProtoRdma ? "RDMA" : "SENDRECV", want.c_str(),
             !rma_note.empty() ? rma_note.c_str()

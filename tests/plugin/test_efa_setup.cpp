@@ -307,6 +307,36 @@ TEST_CASE("LL128: excluded through NCCL_PROTO where the 128-byte in-order option
   }
 }
 
+// Not EFA, but the same kind of check: a provider whose own size check is broken. shm cannot fail
+// a message larger than its tagged receive (libfabric 1.x hangs, 2.1 crashes in fi_trecv), so the
+// oversize case of test_handles.cpp skips shm under SENDRECV; the user gets this WARN instead.
+TEST_CASE("SENDRECV on shm WARNs that an oversized message is not caught; auto does not",
+          "[plugin][handles]") {
+  struct Case {
+    const char* protocol;
+    bool warn;
+  } cases[] = {{"sendrecv", true}, {"auto", false}};
+  for (const Case& k : cases) {
+    INFO("NCCL_FABRIC_PROTOCOL=" << k.protocol);
+    PairOptions opt;
+    opt.provider = "shm";
+    opt.env = {{"NCCL_FABRIC_PROTOCOL", k.protocol}};
+    opt = captured(opt);
+    std::string log;
+    CHECK(run_single(opt, [&](nfc::NetPlugin& p) {
+      int n = 0;
+      CHILD_CHECK(p.devices(&n) == ncclSuccess && n > 0, "devices");
+      char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+      void* lc = nullptr;
+      CHILD_CHECK(p.listen(0, handle, &lc) == ncclSuccess, "listen");
+      CHILD_CHECK(p.close_listen(lc) == ncclSuccess, "closeListen");
+      const bool warned = has(captured_text(), "a message larger than the receive NCCL posted");
+      CHILD_CHECK(warned == k.warn, "WARN %s", warned ? "given" : "missing");
+      return 0;
+    }, &log));
+  }
+}
+
 TEST_CASE("a first-generation EFA device: device RDMA reads only from API 1.18, which the plugin "
           "asks for where the library has it", "[plugin][efa][api]") {
   std::string log;
