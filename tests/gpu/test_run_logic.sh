@@ -39,15 +39,15 @@ go() {
     OUT="$tmp/out" "$@" bash "$src/tests/gpu/run.sh" 2>&1
 }
 out=$(go) || fail "fake pass run failed: $out"
-echo "$out" | grep -Eq '^ +1024 +3\.000 +1\.500 +2\.00$' || fail "no summary row fabric/Socket = 2.00: $out"
-echo "$out" | grep -q 'ok: gpucheck-fabric: NCCL used network fabric' || fail "no log proof line: $out"
-echo "$out" | grep -q 'ok: gpucheck-tuner: NCCL loaded our tuner' || fail "no tuner proof line: $out"
+grep -Eq '^ +1024 +3\.000 +1\.500 +2\.00$' <<< "$out" || fail "no summary row fabric/Socket = 2.00: $out"
+grep -q 'ok: gpucheck-fabric: NCCL used network fabric' <<< "$out" || fail "no log proof line: $out"
+grep -q 'ok: gpucheck-tuner: NCCL loaded our tuner' <<< "$out" || fail "no tuner proof line: $out"
 out=$(go FAKE_TUNER_UNUSED=1) && fail "a tuner that never applied the rule passed: $out"
-echo "$out" | grep -q 'the tuner never applied the rule' || fail "unused rule not named: $out"
+grep -q 'the tuner never applied the rule' <<< "$out" || fail "unused rule not named: $out"
 out=$(go NF_GPU_SKIP_TUNER=1) || fail "NF_GPU_SKIP_TUNER=1 run failed: $out"
-echo "$out" | grep -q 'gpucheck-tuner' && fail "NF_GPU_SKIP_TUNER=1 still ran the tuner job: $out"
+grep -q 'gpucheck-tuner' <<< "$out" && fail "NF_GPU_SKIP_TUNER=1 still ran the tuner job: $out"
 out=$(go FAKE_NET=Socket) && fail "a fallback to Socket passed: $out"
-echo "$out" | grep -q 'NCCL used another network' || fail "fallback not named: $out"
+grep -q 'NCCL used another network' <<< "$out" || fail "fallback not named: $out"
 out=$(go FAKE_WRONG=1) && fail "a wrong result passed: $out"
 out=$(go FAKE_SKIP=1); rc=$?
 [ $rc -eq 77 ] || fail "all skipped gave $rc, not 77: $out"

@@ -29,7 +29,7 @@ done < <(LD_LIBRARY_PATH="$dest/lib" ldd "$dest/lib/libnccl-net-fabric.so")
 # The tool runs from the bundle with nothing of the build tree.
 out=$(env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" bash -c "source '$dest/env.sh' && FI_TCP_IFACE=lo nccl-fabric-perf --plugin \"\$NCCL_NET_PLUGIN\" --provider 'tcp;ofi_rxm' -t lat -b 8 -e 8 -n 50 -w 5 -r 1 -c" 2>&1) \
   || fail "the tool did not run from the bundle: $out"
-echo "$out" | grep -q '^ *lat' || fail "no latency row in: $out"
+grep -q '^ *lat' <<< "$out" || fail "no latency row in: $out"
 # The GPU tests run from the bundle: here, with no GPU, they say they skip (77).
 out=$(env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" bash -c "source '$dest/env.sh' && '$dest/gpu/nccl-fabric-gpucheck' --help" 2>&1) \
   || fail "nccl-fabric-gpucheck --help did not run from the bundle: $out"
@@ -37,6 +37,6 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
   out=$(env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" bash -c "source '$dest/env.sh' && '$dest/gpu/run.sh'" 2>&1)
   rc=$?
   [ $rc -eq 77 ] || fail "gpu/run.sh from the bundle, no GPU: exit $rc, not 77: $out"
-  echo "$out" | grep -q '^SKIP: ' || fail "gpu/run.sh said no SKIP line: $out"
+  grep -q '^SKIP: ' <<< "$out" || fail "gpu/run.sh said no SKIP line: $out"
 fi
 echo "PASS: bundle of $((size / 1024)) KiB runs on its own"

@@ -9,16 +9,20 @@ lib="$NF_BUILD_DIR/.libs/libnccl-tuner-fabric.so"
 [ -f "$lib" ] || { echo "no $lib"; exit 1; }
 deps=$(ldd "$lib")
 echo "$deps"
-if echo "$deps" | grep -Eq 'libfabric|libhwloc'; then
+# Here-strings, not pipes into grep -q: with pipefail, a writer killed by SIGPIPE when grep -q
+# stops reading early would fail the pipeline (and turn a check around).
+if grep -Eq 'libfabric|libhwloc' <<< "$deps"; then
   echo "FAIL: libnccl-tuner-fabric.so depends on libfabric or hwloc"
   exit 1
 fi
-if readelf -d "$lib" | grep NEEDED | grep -Eq 'libfabric|libhwloc'; then
+needed=$(readelf -d "$lib" | grep NEEDED || true)
+if grep -Eq 'libfabric|libhwloc' <<< "$needed"; then
   echo "FAIL: a NEEDED entry names libfabric or hwloc"
   exit 1
 fi
 # The net library, by contrast, does need libfabric: the check above can see a dependency.
-ldd "$NF_BUILD_DIR/.libs/libnccl-net-fabric.so" | grep -q libfabric \
+net_deps=$(ldd "$NF_BUILD_DIR/.libs/libnccl-net-fabric.so")
+grep -q libfabric <<< "$net_deps" \
   || { echo "FAIL: the check cannot see libfabric in the net library either"; exit 1; }
 command -v python3 > /dev/null || { echo "no python3: the load itself is not tried"; exit 0; }
 # A sanitizer build needs its runtime loaded first (the test programs bring it; python does not).
