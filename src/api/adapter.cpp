@@ -1,25 +1,8 @@
 #include "api/adapter.h"
 
-#include <atomic>
 
 namespace nf {
 namespace adapter {
-namespace {
-
-std::atomic<ncclDebugLogger_t> g_nccl_logger{nullptr};
-
-void bridge(int level, unsigned long flags, const char* file, int line, const char* text) {
-  if (ncclDebugLogger_t fn = g_nccl_logger.load(std::memory_order_acquire))
-    fn(static_cast<ncclDebugLogLevel>(level), flags, file, line, "%s", text);
-}
-
-}  // namespace
-
-LoggerFn bridge_logger(ncclDebugLogger_t fn) {
-  g_nccl_logger.store(fn, std::memory_order_release);
-  return fn != nullptr ? bridge : nullptr;
-}
-
 ncclResult_t isend_int(void* comm, void* data, int size, int tag, void* mhandle, void** request) {
   if (size < 0) {
     *request = nullptr;
@@ -78,7 +61,7 @@ ncclResult_t close_send(void* comm) { return R(api::close_send(comm)); }
 ncclResult_t close_recv(void* comm) { return R(api::close_recv(comm)); }
 ncclResult_t close_listen(void* comm) { return R(api::close_listen(comm)); }
 ncclResult_t init_default(ncclDebugLogger_t log) {
-  return R(api::init_default(bridge_logger(log)));
+  return R(api::init_default(nccl_logger(log)));
 }
 ncclResult_t listen_default(int dev, void* handle, void** listen_comm) {
   return R(api::listen(nullptr, dev, handle, listen_comm));

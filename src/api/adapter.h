@@ -1,9 +1,10 @@
-// Shared by the per-version adapters: result mapping, the logger bridge, properties filling.
+// Shared by the per-version adapters: result mapping, properties filling.
 // Only api/ sees NCCL's types.
 #pragma once
 #include <climits>
 #include <cstddef>
 
+#include "api/nccl_logger.h"
 #include "core/api.h"
 #include "nccl/net.h"
 
@@ -21,9 +22,6 @@ static_assert(kPtrHost == NCCL_PTR_HOST && kPtrCuda == NCCL_PTR_CUDA && kPtrDmab
               "pointer kinds are NCCL's");
 
 inline ncclResult_t R(Status s) { return static_cast<ncclResult_t>(s); }
-
-// Keeps NCCL's logger and hands the internal layer a bridge to it.
-LoggerFn bridge_logger(ncclDebugLogger_t fn);
 
 // Fields every properties version has.
 template <typename P>
@@ -57,6 +55,16 @@ void fill_v9(int dev, const DeviceProps& d, P* p) {
   p->vProps.devs[0] = dev;
   p->maxP2pBytes = d.max_p2p_bytes;
   p->maxCollBytes = d.max_coll_bytes;
+}
+
+// getProperties of v9 and later: the same fields, in structs that only grow.
+template <typename P>
+ncclResult_t get_properties_v9_on(int dev, P* p) {
+  DeviceProps d;
+  Status s = api::get_properties(dev, &d);
+  if (!ok(s)) return R(s);
+  fill_v9(dev, d, p);
+  return ncclSuccess;
 }
 
 // The int-sized calls of v6-v8: a negative size is NCCL's mistake, not a huge buffer.

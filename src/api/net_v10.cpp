@@ -11,11 +11,7 @@ ncclResult_t init_v10(ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
 }
 
 ncclResult_t get_properties_v10(int dev, ncclNetProperties_v10_t* props) {
-  DeviceProps d;
-  Status s = api::get_properties(dev, &d);
-  if (!ok(s)) return R(s);
-  fill_v9(dev, d, props);
-  return ncclSuccess;
+  return get_properties_v9_on(dev, props);
 }
 
 ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** send_comm,

@@ -8,16 +8,13 @@ namespace {
 ncclResult_t init_v11(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
                       ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
   (void)commId; (void)config; (void)prof;  // traffic class and profiling: not used yet
-  return R(api::init(ctx, bridge_logger(log)));
+  return R(api::init(ctx, nccl_logger(log)));
 }
 
 ncclResult_t get_properties_v11(int dev, ncclNetProperties_v11_t* props) {
-  DeviceProps d;
-  Status s = api::get_properties(dev, &d);
-  if (!ok(s)) return R(s);
-  fill_v9(dev, d, props);
-  props->maxMultiRequestSize = 1;
-  return ncclSuccess;
+  ncclResult_t r = get_properties_v9_on(dev, props);
+  if (r == ncclSuccess) props->maxMultiRequestSize = 1;
+  return r;
 }
 
 ncclResult_t listen_v11(void* ctx, int dev, void* handle, void** listen_comm) {

@@ -6,11 +6,7 @@ namespace adapter {
 namespace {
 
 ncclResult_t get_properties_v9(int dev, ncclNetProperties_v9_t* props) {
-  DeviceProps d;
-  Status s = api::get_properties(dev, &d);
-  if (!ok(s)) return R(s);
-  fill_v9(dev, d, props);
-  return ncclSuccess;
+  return get_properties_v9_on(dev, props);
 }
 
 ncclResult_t connect_v9(int dev, void* handle, void** send_comm, ncclNetDeviceHandle_v9_t** dc) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <new>
 
+#include "api/nccl_logger.h"
 #include "nccl/tuner.h"
 #include "tuner/tuner.h"
 #include "util/log.h"
@@ -15,17 +16,9 @@ namespace nf {
 namespace tuner {
 namespace {
 
-std::atomic<ncclDebugLogger_t> g_logger{nullptr};
-
-void bridge(int level, unsigned long flags, const char* file, int line, const char* text) {
-  if (ncclDebugLogger_t fn = g_logger.load(std::memory_order_acquire))
-    fn(static_cast<ncclDebugLogLevel>(level), flags, file, line, "%s", text);
-}
-
 void install_logger(ncclDebugLogger_t fn) {
   if (fn == nullptr) return;  // keep whatever the net side installed
-  g_logger.store(fn, std::memory_order_release);
-  set_logger(bridge);
+  set_logger(nccl_logger(fn));
 }
 
 ncclResult_t init_common(const InitArgs& args, ncclDebugLogger_t log, void** ctx) {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <new>
 
+#include "mem/gdr.h"
 #include "proto/connect.h"
 #include "proto/rdma.h"
 #include "proto/sendrecv.h"
@@ -185,42 +186,7 @@ Status register_for_nccl(Comm& c, void* data, size_t size, int type, int fd, uin
   MemSpec spec;
   Domain& dom = c.ep->domain();
   if (type == kPtrCuda) {
-    if (!dom.gdr()) {
-      NF_WARN("%s: GPU memory, but this device does not offer NCCL_PTR_CUDA (GPUDirect RDMA is "
-              "off; the INFO line \"GPUDirect RDMA off\" at init says why)", who);
-      return Status::kInternalError;
-    }
-    Cuda* cuda = Cuda::loaded();
-    if (cuda == nullptr || !cuda->available()) {
-      // GPUDirect is only on where the probe loaded the driver; this would be a plugin bug.
-      NF_WARN("%s: GPU memory, but the CUDA driver is not loaded in this process", who);
-      return Status::kInternalError;
-    }
-    NF_CHECK(cuda->classify(data, &info));
-    if (info.kind == MemKind::kHost) {
-      NF_WARN("%s: %p is not CUDA memory, although NCCL passed NCCL_PTR_CUDA", who, data);
-      return Status::kInvalidArgument;
-    }
-    if (info.kind == MemKind::kCudaManaged) {
-      NF_WARN("%s: %p is CUDA managed memory, which GPUDirect RDMA cannot register (its pages "
-              "migrate); NCCL copies such buffers instead", who, data);
-      return Status::kInvalidUsage;
-    }
-    const uintptr_t a = reinterpret_cast<uintptr_t>(data);
-    if (info.alloc_size > 0 && (a + size > info.alloc_base + info.alloc_size || a + size < a)) {
-      NF_WARN("%s: [%p, +%zu) runs past the end of its CUDA allocation (%zu bytes at 0x%lx)", who,
-              data, size, info.alloc_size, static_cast<unsigned long>(info.alloc_base));
-      return Status::kInvalidArgument;
-    }
-    if (fd >= 0) {
-      if (!dom.gdr_dmabuf()) {
-        NF_WARN("%s: DMA-BUF registration is not offered on this device (no NCCL_PTR_DMABUF; "
-                "the INFO line \"DMA-BUF off\" at init says why)", who);
-        return Status::kInternalError;
-      }
-      spec.dmabuf_fd = fd;
-      spec.dmabuf_offset = offset;
-    }
+    NF_CHECK(check_gpu_buffer(dom, data, size, fd, offset, who, &info, &spec));
   } else if (type != kPtrHost) {
     NF_WARN("%s: unknown memory type %d (NCCL_PTR_HOST is 1, NCCL_PTR_CUDA 2)", who, type);
     return Status::kInternalError;

@@ -247,7 +247,8 @@ Status discover_locked(Devices& d, const Params& p) {
             "GPUs: %s", i, d.names[i].c_str(), d.groups[i].size(),
             group_speed_mbps(d, d.groups[i]), d.near_gpus[i].c_str());
   NF_CHECK(Domain::open(d.nics[0], &d.domains[0]));
-  d.domains[0]->mr_cache().set_limit(static_cast<size_t>(p.get_int(ParamId::kMrCacheEntries)));
+  attach_mr_cache(*d.domains[0]);
+  mr_cache(*d.domains[0]).set_limit(static_cast<size_t>(p.get_int(ParamId::kMrCacheEntries)));
   d.gdr = probe_gdr(d.nics[0], *d.domains[0], p);
   d.domains[0]->set_gdr(d.gdr.cuda, d.gdr.dmabuf);
   NF_INFO(kSubsysInit | kSubsysNet, "GPUDirect RDMA %s: %s", d.gdr.cuda ? "on (NCCL_PTR_CUDA)" : "off",
@@ -465,8 +466,9 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
       auto& slot = d.domains[nic];
       if (!slot) {
         NF_CHECK(Domain::open(d.nics[nic], &slot));
+        attach_mr_cache(*slot);
         slot->set_gdr(d.gdr.cuda, d.gdr.dmabuf);
-        slot->mr_cache().set_limit(
+        mr_cache(*slot).set_limit(
             static_cast<size_t>(ctx.params.get_int(ParamId::kMrCacheEntries)));
       }
       doms.push_back(slot);

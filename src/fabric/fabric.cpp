@@ -10,7 +10,6 @@
 
 #include "fabric/errors.h"
 #include "fabric/fi_compat.h"
-#include "mem/mr_cache.h"
 #include "util/log.h"
 
 namespace nf {
@@ -302,13 +301,12 @@ Status Domain::open(const Nic& nic, std::shared_ptr<Domain>* out) {
   if (rc != 0) return fi_fail("fi_fabric", rc, nic.domain.c_str());
   rc = fi_domain(d->fabric_, d->info_.get(), &d->domain_, nullptr);
   if (rc != 0) return fi_fail("fi_domain", rc, nic.domain.c_str());
-  d->cache_ = mr_cache_create(d.get());
   *out = std::move(d);
   return Status::kOk;
 }
 
 Domain::~Domain() {
-  mr_cache_destroy(cache_);  // its idle registrations first: a domain with MRs will not close
+  attachment_.reset();  // its idle registrations first: a domain with MRs will not close
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
 }
@@ -394,7 +392,7 @@ Status register_memory_spec(Domain& dom, fid_ep* ep, void* buf, size_t len,
 
 void deregister_memory(MemReg* reg) {
   if (reg->cached != nullptr) {
-    mr_cache_release(reg->cached);
+    reg->cached->release();
   } else if (reg->mr != nullptr) {
     int rc = fi_close(&reg->mr->fid);
     if (rc != 0) fi_fail("fi_close(mr)", rc, nullptr);

@@ -15,13 +15,30 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
-#include "mem/cuda.h"
+#include "util/mem_kind.h"
 #include "util/status.h"
 
 namespace nf {
 
-class MrCache;
-struct MrEntry;
+struct MemReg;
+
+// What a higher layer keeps per domain and must close before the domain closes (mem/'s
+// registration cache: its idle registrations would keep the domain from closing). fabric/ only
+// owns it; mem/ attaches it (mem/mr_cache.h), so fabric/ includes nothing of mem/.
+class DomainAttachment {
+ public:
+  virtual ~DomainAttachment() = default;
+};
+
+// A registration held for a caller by a cache of a higher layer: deregister_memory() hands it
+// back through release() instead of closing it.
+class HeldReg {
+ public:
+  virtual void release() = 0;
+
+ protected:
+  ~HeldReg() = default;
+};
 
 // The newest libfabric API version both the headers we were built with and the library loaded
 // know (1.17 refuses 1.18; a 2.1 library serves a 1.17 build at 1.17).
@@ -106,8 +123,10 @@ class Domain {
   }
   bool gdr() const { return forbid_cuda_; }
   bool gdr_dmabuf() const { return dmabuf_; }
-  // The registration cache of NCCL's buffers on this domain (mem/mr_cache.h).
-  MrCache& mr_cache() const { return *cache_; }
+  // What a higher layer attached (mem/mr_cache.h: the registration cache of NCCL's buffers),
+  // closed before the domain. Attached once, right after open, before the domain is shared.
+  void attach(std::unique_ptr<DomainAttachment> a) { attachment_ = std::move(a); }
+  DomainAttachment* attachment() const { return attachment_.get(); }
   // Keys for providers that do not choose them (no FI_MR_PROV_KEY): unique per domain.
   uint64_t next_requested_key() { return next_key_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -120,7 +139,7 @@ class Domain {
   std::atomic<uint64_t> next_key_{1};
   bool forbid_cuda_ = false;
   bool dmabuf_ = false;
-  MrCache* cache_ = nullptr;
+  std::unique_ptr<DomainAttachment> attachment_;
 };
 
 // A memory registration, or the absence of one where the provider needs none.
@@ -134,7 +153,7 @@ struct MemReg {
   // FI_MR_VIRT_ADDR, the registration's start otherwise (offset addressing).
   uintptr_t remote_base = 0;
   MemKind kind = MemKind::kHost;
-  MrEntry* cached = nullptr;  // held from the domain's registration cache: released, not closed
+  HeldReg* cached = nullptr;  // held from the domain's registration cache: released, not closed
 };
 
 // What memory a registration covers, beyond its address.

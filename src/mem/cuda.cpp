@@ -15,15 +15,6 @@ Cuda* g_cuda = nullptr;
 
 }  // namespace
 
-const char* mem_kind_name(MemKind k) {
-  switch (k) {
-    case MemKind::kHost: return "host";
-    case MemKind::kCudaDevice: return "CUDA device";
-    case MemKind::kCudaManaged: return "CUDA managed";
-  }
-  return "?";
-}
-
 Cuda& Cuda::get(const std::string& library) {
   std::call_once(g_once, [&] {
     Cuda* c = new Cuda();  // never destroyed: registrations may outlive any plugin context

@@ -10,16 +10,10 @@
 #include <string>
 
 #include "mem/cuda_api.h"
+#include "util/mem_kind.h"
 #include "util/status.h"
 
 namespace nf {
-
-enum class MemKind : uint8_t {
-  kHost,         // not CUDA memory (plain or pinned host memory)
-  kCudaDevice,   // cuMemAlloc & co.: the NIC reaches it only through GPUDirect RDMA
-  kCudaManaged,  // cuMemAllocManaged: pages migrate, not registrable for GPUDirect
-};
-const char* mem_kind_name(MemKind k);
 
 struct PtrInfo {
   MemKind kind = MemKind::kHost;

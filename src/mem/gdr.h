@@ -4,6 +4,7 @@
 #include <string>
 
 #include "fabric/fabric.h"
+#include "mem/cuda.h"
 #include "util/params.h"
 
 namespace nf {
@@ -22,5 +23,13 @@ struct GdrReport {
 // Needs a current CUDA context (NCCL's init thread has one). On success the domain forbids
 // providers CUDA calls on every endpoint it opens from then on.
 GdrReport probe_gdr(const Nic& nic, Domain& dom, const Params& params);
+
+// The policy for a GPU buffer NCCL registers (NCCL_PTR_CUDA) on `dom`: GPUDirect must be on, the
+// pointer must be CUDA device memory (host memory is NCCL's mistake; managed memory migrates and
+// cannot be registered) and [data, data+size) must lie inside its allocation; `fd` >= 0 asks for
+// a DMA-BUF registration, which the domain must offer. Fills *info (the classification) and the
+// DMA-BUF part of *spec. Each refusal is WARNed, prefixed with `who` (regMr, regMrDmaBuf).
+Status check_gpu_buffer(const Domain& dom, void* data, size_t size, int fd, uint64_t offset,
+                        const char* who, PtrInfo* info, MemSpec* spec);
 
 }  // namespace nf

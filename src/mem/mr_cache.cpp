@@ -9,10 +9,22 @@ constexpr uintptr_t kPage = 4096;
 
 }  // namespace
 
-MrCache* mr_cache_create(Domain* dom) { return new MrCache(dom); }
-void mr_cache_destroy(MrCache* c) { delete c; }
-void mr_cache_release(MrEntry* e) { e->owner->release(e); }
-void mr_cache_retire(MrEntry* e) {
+void attach_mr_cache(Domain& dom) { dom.attach(std::unique_ptr<DomainAttachment>(new MrCache(&dom))); }
+MrCache& mr_cache(const Domain& dom) { return *static_cast<MrCache*>(dom.attachment()); }
+void MrEntry::release() {
+  if (owner != nullptr) {
+    owner->release(this);
+    return;
+  }
+  // Its cache (domain) went first: close it on its own.
+  MemReg r = reg;
+  r.cached = nullptr;
+  deregister_memory(&r);
+  delete this;
+}
+void mr_cache_retire(HeldReg* held) {
+  // Every HeldReg is an MrEntry: mem/ is the only layer that hands them out.
+  auto* e = static_cast<MrEntry*>(held);
   if (e != nullptr && e->owner != nullptr) e->owner->retire(e);
 }
 
@@ -136,14 +148,6 @@ Status MrCache::acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_acces
 }
 
 void MrCache::release(MrEntry* e) {
-  if (e->owner == nullptr) {
-    // Its cache (domain) went first: close it on its own.
-    MemReg r = e->reg;
-    r.cached = nullptr;
-    deregister_memory(&r);
-    delete e;
-    return;
-  }
   std::lock_guard<std::mutex> lock(mu_);
   if (--e->refs > 0) return;
   // Only a CUDA entry can be checked later (buffer id); host memory is registered afresh.

@@ -20,7 +20,10 @@
 
 namespace nf {
 
-struct MrEntry {
+class MrCache;
+
+struct MrEntry final : HeldReg {
+  void release() override;  // deregister_memory() of a copy of `reg`: back to `owner`
   MrCache* owner = nullptr;
   MemReg reg;  // reg.base/len: what is registered (may be wider than what was asked)
   uintptr_t start = 0, end = 0;
@@ -34,10 +37,10 @@ struct MrEntry {
   uint64_t last_use = 0;
 };
 
-class MrCache {
+class MrCache final : public DomainAttachment {
  public:
   explicit MrCache(Domain* dom) : dom_(dom) {}
-  ~MrCache();
+  ~MrCache() override;
   MrCache(const MrCache&) = delete;
   MrCache& operator=(const MrCache&) = delete;
 
@@ -73,9 +76,12 @@ class MrCache {
   Stats stats_;
 };
 
-MrCache* mr_cache_create(Domain* dom);
-void mr_cache_destroy(MrCache* c);
-void mr_cache_release(MrEntry* e);
-void mr_cache_retire(MrEntry* e);
+// Gives a domain just opened its registration cache (once, before it is shared).
+void attach_mr_cache(Domain& dom);
+// The cache attach_mr_cache gave `dom`.
+MrCache& mr_cache(const Domain& dom);
+// A registration from a cache (`held`: MemReg::cached): NCCL deregistered the memory while the
+// provider still uses it, see MrCache::retire. Nothing for a registration not from a cache.
+void mr_cache_retire(HeldReg* held);
 
 }  // namespace nf

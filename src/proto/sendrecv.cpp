@@ -295,8 +295,7 @@ namespace {
 void free_zombie(Zombie& z) {
   for (MemReg& r : z.mrs) deregister_memory(&r);
   for (auto& h : z.handles) {
-    deregister_memory(&h->reg);
-    for (MemReg& m : h->more) deregister_memory(&m);
+    h->deregister();
   }
 }
 
@@ -568,16 +567,14 @@ Comm::~Comm() {
       if (h->uses.load(std::memory_order_acquire) > 0) {
         z.handles.push_back(std::move(h));
       } else {
-        deregister_memory(&h->reg);
-        for (MemReg& m : h->more) deregister_memory(&m);
+        h->deregister();
       }
     }
     retired.clear();
     sep->zombies.push_back(std::move(zp));
   }
   for (auto& h : retired) {
-    deregister_memory(&h->reg);
-    for (MemReg& m : h->more) deregister_memory(&m);
+    h->deregister();
   }
   retired.clear();
   deregister_memory(&ctrl_reg);
@@ -922,10 +919,10 @@ Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const Me
     remote |= FI_REMOTE_READ;
   for (int r = 0; r < (rdma ? c.nrails : 1); ++r) {
     Endpoint* ep = c.sep->rail(r);
-    Status s = ep->domain().mr_cache().acquire(ep->ep(), data, size, remote, info, spec,
+    Status s = mr_cache(ep->domain()).acquire(ep->ep(), data, size, remote, info, spec,
                                                &mh->rail_reg(r));
     if (!ok(s)) {
-      for (int k = 0; k < r; ++k) deregister_memory(&mh->rail_reg(k));
+      mh->deregister();  // the rails before this one (the others hold nothing)
       return s;
     }
     if (c.params.get_bool(ParamId::kTestDropDesc)) mh->rail_reg(r).desc = nullptr;  // see its doc
@@ -978,8 +975,7 @@ Status sr_dereg_mr(Comm& c, MemHandle* mh) {
     c.retired.emplace_back(mh);
     return Status::kOk;
   }
-  deregister_memory(&mh->reg);
-  for (MemReg& m : mh->more) deregister_memory(&m);
+  mh->deregister();
   mh->magic = 0;
   delete mh;
   return Status::kOk;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fabric/fabric.h"
+#include "mem/cuda.h"
 #include "proto/wire.h"
 #include "util/params.h"
 #include "util/pool.h"
@@ -96,6 +97,11 @@ struct MemHandle {
   MemReg reg;                // rail 0
   MemReg more[kMaxRails - 1];  // rails 1.. (RDMA protocol)
   MemReg& rail_reg(int r) { return r == 0 ? reg : more[r - 1]; }
+  // Closes (or gives back to the cache) its registration on every rail.
+  void deregister() {
+    deregister_memory(&reg);
+    for (MemReg& m : more) deregister_memory(&m);
+  }
   // Operations posted on it and not completed. deregMr runs on NCCL's service thread while the
   // progress thread posts and completes, so this is the one thing they share.
   std::atomic<int> uses{0};
