@@ -43,24 +43,26 @@ struct Args {
   std::string plugin;
   bool json = false;
   bool no_cuda = false;
-  std::string peer;     // HOST:PORT
+  std::string peer;  // HOST:PORT
   int listen_port = 0;
   int timeout_s = 30;
 };
 
 void usage(const char* me) {
-  printf("usage: %s [--json] [--plugin PATH] [--no-cuda] [--listen PORT | --peer HOST:PORT]\n"
-         "            [--timeout SEC]\n"
-         "Prints the platform, libfabric, NICs, the NCCL devices the plugin exposes, limits and the\n"
-         "NCCL_*/FI_* environment, then checks for known traps.\n"
-         "  --json          one JSON document instead of text (docs/nccl-fabric-info.md)\n"
-         "  --plugin PATH   the plugin to inspect (default: NCCL_NET_PLUGIN when it is a path,\n"
-         "                  else the build tree's, else the installed one)\n"
-         "  --no-cuda       do not make a CUDA context current (GPUDirect is then not probed)\n"
-         "  --listen PORT / --peer HOST:PORT\n"
-         "                  also run a short transfer between two machines through the plugin\n"
-         "                  (nccl-fabric-perf, latency and bandwidth), or say why it failed\n"
-         "Exit status: 0 all good, 1 warnings, 2 errors.\n", me);
+  printf(
+      "usage: %s [--json] [--plugin PATH] [--no-cuda] [--listen PORT | --peer HOST:PORT]\n"
+      "            [--timeout SEC]\n"
+      "Prints the platform, libfabric, NICs, the NCCL devices the plugin exposes, limits and the\n"
+      "NCCL_*/FI_* environment, then checks for known traps.\n"
+      "  --json          one JSON document instead of text (docs/nccl-fabric-info.md)\n"
+      "  --plugin PATH   the plugin to inspect (default: NCCL_NET_PLUGIN when it is a path,\n"
+      "                  else the build tree's, else the installed one)\n"
+      "  --no-cuda       do not make a CUDA context current (GPUDirect is then not probed)\n"
+      "  --listen PORT / --peer HOST:PORT\n"
+      "                  also run a short transfer between two machines through the plugin\n"
+      "                  (nccl-fabric-perf, latency and bandwidth), or say why it failed\n"
+      "Exit status: 0 all good, 1 warnings, 2 errors.\n",
+      me);
 }
 
 bool parse_args(int argc, char** argv, Args* a) {
@@ -72,13 +74,18 @@ bool parse_args(int argc, char** argv, Args* a) {
       return true;
     };
     std::string v;
-    if (s == "--json") a->json = true;
-    else if (s == "--no-cuda") a->no_cuda = true;
-    else if (s == "--plugin" && next(&v)) a->plugin = v;
-    else if (s == "--peer" && next(&v) && v.find(':') != std::string::npos) a->peer = v;
+    if (s == "--json")
+      a->json = true;
+    else if (s == "--no-cuda")
+      a->no_cuda = true;
+    else if (s == "--plugin" && next(&v))
+      a->plugin = v;
+    else if (s == "--peer" && next(&v) && v.find(':') != std::string::npos)
+      a->peer = v;
     else if (s == "--listen" && next(&v) && atoi(v.c_str()) > 0 && atoi(v.c_str()) < 65536)
       a->listen_port = atoi(v.c_str());
-    else if (s == "--timeout" && next(&v) && atoi(v.c_str()) > 0) a->timeout_s = atoi(v.c_str());
+    else if (s == "--timeout" && next(&v) && atoi(v.c_str()) > 0)
+      a->timeout_s = atoi(v.c_str());
     else if (s == "-h" || s == "--help") {
       usage(argv[0]);
       exit(0);
@@ -106,10 +113,9 @@ std::string find_plugin(const Args& a) {
   const char* env = getenv("NCCL_NET_PLUGIN");
   if (env != nullptr && strchr(env, '/') != nullptr && readable(env)) return env;
   const std::string d = exe_dir();
-  for (const std::string& c : {d + "/../.libs/libnccl-net-fabric.so",
-                               d + "/../../.libs/libnccl-net-fabric.so",
-                               d + "/../lib/libnccl-net-fabric.so",
-                               std::string(NF_DEFAULT_PLUGIN)})
+  for (const std::string& c :
+       {d + "/../.libs/libnccl-net-fabric.so", d + "/../../.libs/libnccl-net-fabric.so",
+        d + "/../lib/libnccl-net-fabric.so", std::string(NF_DEFAULT_PLUGIN)})
     if (!c.empty() && readable(c)) return c;
   return "";
 }
@@ -128,7 +134,8 @@ std::string make_cuda_current() {
   if (h == nullptr) return "no CUDA driver";
   using namespace nf;
   auto init = reinterpret_cast<cu::InitFn>(dlsym(h, "cuInit"));
-  auto retain = reinterpret_cast<cu::DevicePrimaryCtxRetainFn>(dlsym(h, "cuDevicePrimaryCtxRetain"));
+  auto retain =
+      reinterpret_cast<cu::DevicePrimaryCtxRetainFn>(dlsym(h, "cuDevicePrimaryCtxRetain"));
   auto set_current = reinterpret_cast<cu::CtxSetCurrentFn>(dlsym(h, "cuCtxSetCurrent"));
   cu::Context ctx = nullptr;
   if (!init || !retain || !set_current || init(0) != cu::kSuccess) return "no CUDA device";
@@ -156,8 +163,9 @@ void collect_env(const std::map<std::string, std::string>& before, Report* r) {
     v.name = k;
     v.value = kv.substr(eq + 1);
     auto it = before.find(k);
-    v.source = it == before.end() ? "platform default (set by the plugin)"
-               : it->second != v.value ? "changed by the plugin" : "user";
+    v.source = it == before.end()      ? "platform default (set by the plugin)"
+               : it->second != v.value ? "changed by the plugin"
+                                       : "user";
     r->env.push_back(v);
   }
 }
@@ -182,9 +190,12 @@ void collect_limits(Report* r) {
   std::string line;
   while (std::getline(f, line)) {
     unsigned long v = 0;
-    if (sscanf(line.c_str(), "HugePages_Total: %lu", &v) == 1) r->hugepages_total = v;
-    else if (sscanf(line.c_str(), "HugePages_Free: %lu", &v) == 1) r->hugepages_free = v;
-    else if (sscanf(line.c_str(), "Hugepagesize: %lu kB", &v) == 1) r->hugepage_kb = v;
+    if (sscanf(line.c_str(), "HugePages_Total: %lu", &v) == 1)
+      r->hugepages_total = v;
+    else if (sscanf(line.c_str(), "HugePages_Free: %lu", &v) == 1)
+      r->hugepages_free = v;
+    else if (sscanf(line.c_str(), "Hugepagesize: %lu kB", &v) == 1)
+      r->hugepage_kb = v;
   }
 }
 
@@ -195,9 +206,9 @@ void collect_nics(const nf::Params& p, bool cuda, Report* r) {
   std::string api_error;
   if (!nf::ok(nf::parse_api_version(p.get_str(nf::ParamId::kApiVersion), &api_cap, &api_error)))
     api_cap = 0;  // reported with the other bad parameters
-  const nf::Status s = nf::discover_nics(p.get_str(nf::ParamId::kProvider),
-                                         p.get_str(nf::ParamId::kDomain), cuda, &nics, &report,
-                                         api_cap);
+  const nf::Status s =
+      nf::discover_nics(p.get_str(nf::ParamId::kProvider), p.get_str(nf::ParamId::kDomain), cuda,
+                        &nics, &report, api_cap);
   r->providers_tried = report;
   if (!nf::ok(s)) return;
   r->provider = nics.front().provider;
@@ -215,10 +226,10 @@ void collect_nics(const nf::Params& p, bool cuda, Report* r) {
   std::unique_ptr<nf::Topology> topo;
   std::string terr;
   if (!nf::ok(nf::Topology::load(&topo, &terr))) topo.reset();
-  r->topology = !topo ? "hwloc failed: " + terr
+  r->topology = !topo              ? "hwloc failed: " + terr
                 : !topo->has_pci() ? "hwloc sees no PCI devices"
-                : std::to_string(topo->pci_count()) + " PCI devices, " +
-                      std::to_string(topo->gpus().size()) + " GPU(s)";
+                                   : std::to_string(topo->pci_count()) + " PCI devices, " +
+                                         std::to_string(topo->gpus().size()) + " GPU(s)";
   for (const nf::Nic& n : nics) {
     nfi::NicInfo ni;
     ni.domain = n.domain;
@@ -298,7 +309,8 @@ void run_peer(const Args& a, const std::string& plugin, Report* r) {
   std::string cmd = "'" + perf + "' -t lat,bw -b 8 -e 4M -f 512 -n 20 -r 1 --timeout " +
                     std::to_string(a.timeout_s);
   if (!plugin.empty()) cmd += " --plugin '" + plugin + "'";
-  cmd += a.listen_port > 0 ? " --listen " + std::to_string(a.listen_port) : " --peer '" + a.peer + "'";
+  cmd +=
+      a.listen_port > 0 ? " --listen " + std::to_string(a.listen_port) : " --peer '" + a.peer + "'";
   cmd += " 2>&1";
   r->peer_ran = true;
   r->peer_command = cmd;
@@ -329,8 +341,10 @@ int main(int argc, char** argv) {
     if (v == nullptr) continue;
     int64_t iv = 0;
     std::string sv, err;
-    if (!nf::parse_param(defs[i], v, &iv, &sv, &err)) r.bad_params.push_back(err);
-    else params.set(defs[i].id, v);
+    if (!nf::parse_param(defs[i], v, &iv, &sv, &err))
+      r.bad_params.push_back(err);
+    else
+      params.set(defs[i].id, v);
   }
   {
     uint32_t cap = 0;
@@ -354,7 +368,9 @@ int main(int argc, char** argv) {
   nfi::platform_section(params, &r);
   if (a.listen_port > 0 || !a.peer.empty()) run_peer(a, plugin, &r);
   nfi::run_checks(plugin, &r);
-  if (a.json) nfi::print_json(r, stdout);
-  else nfi::print_text(r, stdout);
+  if (a.json)
+    nfi::print_json(r, stdout);
+  else
+    nfi::print_text(r, stdout);
   return r.exit_code();
 }

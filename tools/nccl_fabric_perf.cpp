@@ -7,14 +7,14 @@
 //
 // This file: the three ways of starting the pair and reporting one line on failure. The rest is
 // under perf/ (see perf/perf.h).
+#include <sys/prctl.h>
+#include <unistd.h>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <sys/prctl.h>
-#include <unistd.h>
 #include <vector>
 
 #include "client/oob.h"
@@ -214,7 +214,8 @@ int main(int argc, char** argv) {
   if (rc >= 0) return rc;
   signal(SIGPIPE, SIG_IGN);
 
-  if (!o.plot_inputs.empty()) return nfp::run_plot(o.plot_path, o.plot_inputs, nullptr, o.timeout_s);
+  if (!o.plot_inputs.empty())
+    return nfp::run_plot(o.plot_path, o.plot_inputs, nullptr, o.timeout_s);
   if (!o.plot_path.empty() && o.listen_port == 0 && !o.peer_host.empty()) {
     fprintf(stderr, "%s: --plot: rank 1 prints no results; give --plot to rank 0 (--listen)\n",
             kProg);

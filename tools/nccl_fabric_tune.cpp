@@ -74,9 +74,9 @@ std::string exe_dir() {
 std::string find_tuner_lib(const std::string& given) {
   if (!given.empty()) return given;
   const std::string d = exe_dir();
-  for (const std::string& c : {d + "/../.libs/libnccl-tuner-fabric.so",
-                               d + "/../lib/libnccl-tuner-fabric.so",
-                               std::string(NF_DEFAULT_TUNER)})
+  for (const std::string& c :
+       {d + "/../.libs/libnccl-tuner-fabric.so", d + "/../lib/libnccl-tuner-fabric.so",
+        std::string(NF_DEFAULT_TUNER)})
     if (access(c.c_str(), R_OK) == 0) return c;
   return "libnccl-tuner-fabric.so";  // the loader's search path
 }
@@ -147,19 +147,26 @@ int cmd_show(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has = i + 1 < argc;
-    if (a == "--platform" && has) platform = argv[++i];
-    else if (a == "--nodes" && has && parse_int(argv[i + 1], 1, 1 << 20, &nodes)) ++i;
-    else if (a == "--ranks-per-node" && has && parse_int(argv[i + 1], 1, 1024, &rpn)) ++i;
-    else if (a == "--abi" && has && parse_int(argv[i + 1], 2, 6, &abi)) ++i;
-    else if (a == "--lib" && has) lib_path = argv[++i];
-    else if (a == "--rules" && has) rules = argv[++i];
+    if (a == "--platform" && has)
+      platform = argv[++i];
+    else if (a == "--nodes" && has && parse_int(argv[i + 1], 1, 1 << 20, &nodes))
+      ++i;
+    else if (a == "--ranks-per-node" && has && parse_int(argv[i + 1], 1, 1024, &rpn))
+      ++i;
+    else if (a == "--abi" && has && parse_int(argv[i + 1], 2, 6, &abi))
+      ++i;
+    else if (a == "--lib" && has)
+      lib_path = argv[++i];
+    else if (a == "--rules" && has)
+      rules = argv[++i];
     else if (a == "--coll" && has) {
       coll = coll_from_name(argv[++i]);
       if (coll < 0) {
         fprintf(stderr, "nccl-fabric-tune: unknown collective '%s'\n", argv[i]);
         return 2;
       }
-    } else if (a == "--verbose" || a == "-v") g_verbose = true;
+    } else if (a == "--verbose" || a == "-v")
+      g_verbose = true;
     else {
       fprintf(stderr, "nccl-fabric-tune show: bad or incomplete option '%s' (see --help)\n",
               a.c_str());
@@ -203,15 +210,17 @@ int cmd_show(int argc, char** argv) {
   printf("%s, %d node%s x %d rank%s per node (%d ranks), %s; tuner %s (ABI v%d)\n",
          s.row->name.empty() ? "generic" : s.row->name.c_str(), nodes, nodes == 1 ? "" : "s", rpn,
          rpn == 1 ? "" : "s", nodes * rpn, coll_name(coll), path.c_str(), abi);
-  printf("network: %s, %.0f Gb/s per node over %d NIC(s), %.1f us per hop; NCCL's model: %d "
-         "channels, %.2f GB/s per channel over the network, %s inside a node\n",
-         s.facts.net_known ? s.facts.provider.c_str() : "unknown", s.facts.node_net_gbps,
-         s.facts.node_nics, s.facts.net_latency_us, s.comm.n_channels, s.comm.inter_bw_gbs,
-         s.comm.intra_link == NCCL_HW_NVLINK ? "NVLink" : "PCIe");
+  printf(
+      "network: %s, %.0f Gb/s per node over %d NIC(s), %.1f us per hop; NCCL's model: %d "
+      "channels, %.2f GB/s per channel over the network, %s inside a node\n",
+      s.facts.net_known ? s.facts.provider.c_str() : "unknown", s.facts.node_net_gbps,
+      s.facts.node_nics, s.facts.net_latency_us, s.comm.n_channels, s.comm.inter_bw_gbs,
+      s.comm.intra_link == NCCL_HW_NVLINK ? "NVLink" : "PCIe");
   int changed = 0;
   for (int a = 0; a < NCCL_NUM_ALGORITHMS; ++a)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; ++p) {
-      const double b = nccl_c.hwLatencies[NCCL_HW_NET][a][p], t = tuned_c.hwLatencies[NCCL_HW_NET][a][p];
+      const double b = nccl_c.hwLatencies[NCCL_HW_NET][a][p],
+                   t = tuned_c.hwLatencies[NCCL_HW_NET][a][p];
       if (b != t) {
         if (changed++ == 0) printf("constants the tuner changed:\n");
         printf("  hwLatencies[NET][%s][%s] %.2f -> %.2f\n", algo_name(a), proto_name(p), b, t);
@@ -227,7 +236,8 @@ int cmd_show(int argc, char** argv) {
       printf("  %s[%d][%d] %.2f -> %.2f\n", names[k / 12], (k % 12) / 3, k % 3, before[k],
              after[k]);
     }
-  if (changed == 0) printf("constants the tuner changed: none%s\n", abi < 5 ? " (ABI < v5 has none)" : "");
+  if (changed == 0)
+    printf("constants the tuner changed: none%s\n", abi < 5 ? " (ABI < v5 has none)" : "");
   printf("\n%10s  %-16s %10s   %-16s %4s %6s %10s  %7s\n", "size", "NCCL alone", "est. us",
          "with the tuner", "ch", "chunk", "est. us", "gain");
   for (uint64_t b = 8; b <= (16ull << 30); b *= 2) {
@@ -252,9 +262,10 @@ int cmd_show(int argc, char** argv) {
            pair_name(a0, p0).c_str(), e0, pair_name(a1, p1).c_str(), ch, chunk.c_str(), e1,
            e1 > 0 && e0 > 0 ? e0 / e1 : 1.0);
   }
-  printf("\nest. us: NCCL's cost formula with the network constants corrected (docs/tuning.md#model)"
-         "; gain: NCCL alone's estimate over the tuner's.\nch: channels the tuner sets (-: "
-         "NCCL's); chunk (v6, Simple): what getChunkSize returns for NCCL's 512K (=: unchanged).\n");
+  printf(
+      "\nest. us: NCCL's cost formula with the network constants corrected (docs/tuning.md#model)"
+      "; gain: NCCL alone's estimate over the tuner's.\nch: channels the tuner sets (-: "
+      "NCCL's); chunk (v6, Simple): what getChunkSize returns for NCCL's 512K (=: unchanged).\n");
   lib.finalize(ctx);
   return 0;
 }
@@ -367,11 +378,13 @@ int cmd_compare(int argc, char** argv) {
   std::vector<std::string> paths;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--platform" && i + 1 < argc) platform = argv[++i];
+    if (a == "--platform" && i + 1 < argc)
+      platform = argv[++i];
     else if (!a.empty() && a[0] == '-') {
       fprintf(stderr, "nccl-fabric-tune compare: bad or incomplete option '%s'\n", a.c_str());
       return 2;
-    } else paths.push_back(a);
+    } else
+      paths.push_back(a);
   }
   if (paths.empty()) {
     fprintf(stderr, "nccl-fabric-tune compare: no logs given\n");
@@ -385,8 +398,10 @@ int cmd_compare(int argc, char** argv) {
       return 1;
     }
     if (log.coll < 0) {
-      fprintf(stderr, "nccl-fabric-tune compare: %s: which collective is it? (the log and its "
-              "name do not say)\n", path.c_str());
+      fprintf(stderr,
+              "nccl-fabric-tune compare: %s: which collective is it? (the log and its "
+              "name do not say)\n",
+              path.c_str());
       return 1;
     }
     const int nodes = std::max(1, log.n_nodes), rpn = std::max(1, log.ranks_per_node);
@@ -398,7 +413,8 @@ int cmd_compare(int argc, char** argv) {
     NcclModel m;
     nccl_build_model(c, s.comm, &m);
     printf("%s: %s, %d ranks on %d nodes, NCCL %s; model: %s, %s\n", path.c_str(),
-           coll_name(log.coll), log.n_ranks, nodes, log.nccl_version.empty() ? "?" : log.nccl_version.c_str(),
+           coll_name(log.coll), log.n_ranks, nodes,
+           log.nccl_version.empty() ? "?" : log.nccl_version.c_str(),
            s.row->name.empty() ? "generic platform" : s.row->name.c_str(),
            log.algo >= 0 ? ("the log's pair " + pair_name(log.algo, log.proto)).c_str()
                          : "the model's pick per size");
@@ -423,8 +439,10 @@ int cmd_compare(int argc, char** argv) {
       }
     }
     if (n > 0)
-      printf("geometric mean of measured/model bandwidth: %.2f (1.00: the model is right; below: "
-             "the machine is slower than modelled)\n\n", std::exp(log_sum / n));
+      printf(
+          "geometric mean of measured/model bandwidth: %.2f (1.00: the model is right; below: "
+          "the machine is slower than modelled)\n\n",
+          std::exp(log_sum / n));
   }
   return 0;
 }
@@ -444,12 +462,18 @@ int cmd_bench(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has = i + 1 < argc;
-    if (a == "--lib" && has) lib_path = argv[++i];
-    else if (a == "--platform" && has) platform = argv[++i];
-    else if (a == "--nodes" && has && parse_int(argv[i + 1], 1, 1 << 20, &nodes)) ++i;
-    else if (a == "--ranks-per-node" && has && parse_int(argv[i + 1], 1, 1024, &rpn)) ++i;
-    else if (a == "--calls" && has && parse_int(argv[i + 1], 1000, 100000000, &calls)) ++i;
-    else if (a == "--repeat" && has && parse_int(argv[i + 1], 1, 1000, &repeat)) ++i;
+    if (a == "--lib" && has)
+      lib_path = argv[++i];
+    else if (a == "--platform" && has)
+      platform = argv[++i];
+    else if (a == "--nodes" && has && parse_int(argv[i + 1], 1, 1 << 20, &nodes))
+      ++i;
+    else if (a == "--ranks-per-node" && has && parse_int(argv[i + 1], 1, 1024, &rpn))
+      ++i;
+    else if (a == "--calls" && has && parse_int(argv[i + 1], 1000, 100000000, &calls))
+      ++i;
+    else if (a == "--repeat" && has && parse_int(argv[i + 1], 1, 1000, &repeat))
+      ++i;
     else {
       fprintf(stderr, "nccl-fabric-tune bench: bad or incomplete option '%s'\n", a.c_str());
       return 2;
@@ -513,10 +537,11 @@ int cmd_bench(int argc, char** argv) {
   lib.finalize(ctx);
   std::sort(per_call.begin(), per_call.end());
   std::sort(baseline.begin(), baseline.end());
-  printf("getCollInfo (v5, %s, %d nodes x %d): median %.1f ns per call (min %.1f, max %.1f) over "
-         "%d runs of %d calls; the table copy around it, %.1f ns, is not counted\n",
-         platform.c_str(), nodes, rpn, per_call[per_call.size() / 2], per_call.front(),
-         per_call.back(), repeat, calls, baseline[baseline.size() / 2]);
+  printf(
+      "getCollInfo (v5, %s, %d nodes x %d): median %.1f ns per call (min %.1f, max %.1f) over "
+      "%d runs of %d calls; the table copy around it, %.1f ns, is not counted\n",
+      platform.c_str(), nodes, rpn, per_call[per_call.size() / 2], per_call.front(),
+      per_call.back(), repeat, calls, baseline[baseline.size() / 2]);
   return 0;
 }
 

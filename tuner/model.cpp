@@ -15,8 +15,8 @@ namespace {
 struct Gpu {
   const char* name;
   int compcap_idx;
-  bool nvlink;        // SXM parts in NVLink/NVSwitch boxes
-  double intra_gbs;   // GB/s per channel between GPUs of a node (NCCL's graph bwIntra, about)
+  bool nvlink;       // SXM parts in NVLink/NVSwitch boxes
+  double intra_gbs;  // GB/s per channel between GPUs of a node (NCCL's graph bwIntra, about)
 };
 
 // The GPUs of the platform table. Intra-node per-channel figures are of the order NCCL's graph
@@ -94,7 +94,8 @@ CommShape shape_from_facts(const Facts& f) {
   s.inter_bw_gbs = rank_net_gbs / s.n_channels;
   // With one GPU per node every ring and tree link leaves the node: NCCL's graph then finds the
   // network's bandwidth, not NVLink's or PCIe's.
-  if (s.ranks_per_node == 1 && s.n_nodes > 1) s.intra_bw_gbs = std::min(s.intra_bw_gbs, s.inter_bw_gbs);
+  if (s.ranks_per_node == 1 && s.n_nodes > 1)
+    s.intra_bw_gbs = std::min(s.intra_bw_gbs, s.inter_bw_gbs);
   s.nvls = nvlink && s.compcap_idx >= NCCL_HOPPER_COMPCAP_IDX && s.ranks_per_node >= 2 &&
            f.accelerators >= 8;
   s.collnet = false;
@@ -115,8 +116,7 @@ std::vector<ConstantChange> correct_constants(const Facts& f, const CommShape& s
       for (int p = 0; p < kNumProtos; ++p) {
         double& v = c->hwLatencies[NCCL_HW_NET][a][p];
         if (v <= 0) continue;  // pairs NCCL never runs over the network keep their zero
-        std::snprintf(what, sizeof what, "hwLatencies[NET][%s][%s]", algo_name(a),
-                      proto_name(p));
+        std::snprintf(what, sizeof what, "hwLatencies[NET][%s][%s]", algo_name(a), proto_name(p));
         out.push_back({what, v, v + delta});
         v += delta;
       }
@@ -191,8 +191,10 @@ const Band& band_for(const Decisions& d, int coll, uint64_t n_bytes) {
   size_t lo = 0, hi = b.size();
   while (hi - lo > 1) {
     const size_t mid = (lo + hi) / 2;
-    if (b[mid].lo <= n_bytes) lo = mid;
-    else hi = mid;
+    if (b[mid].lo <= n_bytes)
+      lo = mid;
+    else
+      hi = mid;
   }
   return b[lo];
 }

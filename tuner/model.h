@@ -24,15 +24,15 @@ struct Facts {
   // The network, per node: from the plugin's devices when the net side of this library runs, else
   // from the platform row; net_known = false when neither says anything.
   bool net_known = false;
-  std::string net_source;     // "plugin devices", "platform p5.48xlarge", "unknown"
-  std::string provider;       // "efa", "tcp;ofi_rxm", "" when unknown
-  double node_net_gbps = 0;   // all of a node's NICs together, Gb/s
+  std::string net_source;    // "plugin devices", "platform p5.48xlarge", "unknown"
+  std::string provider;      // "efa", "tcp;ofi_rxm", "" when unknown
+  double node_net_gbps = 0;  // all of a node's NICs together, Gb/s
   int node_nics = 0;
   double net_latency_us = 0;  // one network hop for a small message
   bool gdr = false;
   // The GPUs, from the platform row ("" when unknown).
-  std::string accelerator;    // "H100"
-  int accelerators = 0;       // per node
+  std::string accelerator;  // "H100"
+  int accelerators = 0;     // per node
 };
 
 // Fills the network and GPU part of Facts from a platform row (latency, NICs x speed, GPUs).

@@ -134,10 +134,10 @@ constexpr double kNvlsEfficiency[NCCL_NUM_COMPCAPS] = {0.0, 0.0, 0.85, 0.74};
 // i = 0..22; larger sizes use 1.0.
 constexpr int kTreeCorrectionSizes = 23;
 constexpr double kTreeCorrection[NCCL_NUM_PROTOCOLS][kTreeCorrectionSizes] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0,
-     1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0,
-     1.0},
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7,  .7,  .7,  .6, .5,
+     .4,  .4,  .5,  .6,  .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6, .6,
+     .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
 };
 
@@ -147,23 +147,23 @@ constexpr int kCollsPerWorkBatch = 10;
 constexpr int kMaxDirectArity = 7;  // CollNet Direct/Chain need <= kMaxDirectArity+1 local GPUs
 constexpr int kMaxNvlsArity = 32;   // NVLS AllGather/ReduceScatter: at most this many local GPUs
 constexpr int kMaxChannels = 64;
-constexpr double kNetOverheadUs = 1.0;   // per ring step over the network, x86 Intel host
+constexpr double kNetOverheadUs = 1.0;             // per ring step over the network, x86 Intel host
 constexpr double kMaxSelectableUs = 3600000000.0;  // 2.28.9's starting minimum: larger never wins
 
 // CommShape with every value made usable (no division by zero, indexes in range).
 struct Shape {
   int ranks;
   int nodes;
-  int rpn;            // largest number of ranks on one node
-  int ranks_div;      // nRanks / nNodes, integer, as NCCL writes it in its latency formulas
-  double ppn;         // nRanks / nNodes as a real number
-  int cc;             // compute capability index
-  int scale;          // tuning scale index
-  int intra_hw;       // hardware latency row between local GPUs
-  bool nvlink;        // NVLink between local GPUs (also: NVSwitch present)
-  bool one_gpu;       // one GPU per node: graph path type LOC, plain TREE pattern
+  int rpn;        // largest number of ranks on one node
+  int ranks_div;  // nRanks / nNodes, integer, as NCCL writes it in its latency formulas
+  double ppn;     // nRanks / nNodes as a real number
+  int cc;         // compute capability index
+  int scale;      // tuning scale index
+  int intra_hw;   // hardware latency row between local GPUs
+  bool nvlink;    // NVLink between local GPUs (also: NVSwitch present)
+  bool one_gpu;   // one GPU per node: graph path type LOC, plain TREE pattern
   int channels;
-  double bw_intra;    // GB/s per channel
+  double bw_intra;  // GB/s per channel
   double bw_inter;
   bool nvls;
   bool collnet;
@@ -211,16 +211,13 @@ bool is_gather_scatter(int coll) {
 bool algo_models_coll(int coll, int a) {
   switch (coll) {
     case ncclFuncBroadcast:
-    case ncclFuncReduce:
-      return a == NCCL_ALGO_RING;
+    case ncclFuncReduce: return a == NCCL_ALGO_RING;
     case ncclFuncAllGather:
     case ncclFuncReduceScatter:
       return a == NCCL_ALGO_RING || a == NCCL_ALGO_PAT || a == NCCL_ALGO_NVLS ||
              a == NCCL_ALGO_COLLNET_DIRECT;
-    case ncclFuncAllReduce:
-      return a != NCCL_ALGO_PAT;
-    default:
-      return false;
+    case ncclFuncAllReduce: return a != NCCL_ALGO_PAT;
+    default: return false;
   }
 }
 
@@ -333,7 +330,7 @@ double model_lat(const ncclTunerConstants_v5_t& c, const Shape& g, int coll, int
       if (g.nodes > 1) overhead = kNetOverheadUs * (p == NCCL_PROTO_SIMPLE ? 3 : 1);
       intra = std::max(intra, overhead);
       const int steps = ring_steps(coll, g.ranks);
-      const int net_steps = g.nodes == 1                  ? 0
+      const int net_steps = g.nodes == 1                ? 0
                             : coll == ncclFuncAllReduce ? 2 * (g.nodes - 1)
                                                         : g.nodes - 1;
       return base + (steps - net_steps) * intra + net_steps * inter;
@@ -343,16 +340,13 @@ double model_lat(const ncclTunerConstants_v5_t& c, const Shape& g, int coll, int
     case NCCL_ALGO_COLLNET_DIRECT:
       // 0.4 us per local GPU serialised behind the head.
       return base + 2 * (std::min(1, local_hops) * intra + local_hops * 0.4) + inter;
-    case NCCL_ALGO_COLLNET_CHAIN:
-      return base + 2 * local_hops * intra + inter;
+    case NCCL_ALGO_COLLNET_CHAIN: return base + 2 * local_hops * intra + inter;
     case NCCL_ALGO_NVLS:  // NCCL replaces the base latency here
       return intra + (g.nodes > 1 ? inter : 0.0);
-    case NCCL_ALGO_NVLS_TREE:
-      return base + intra + 2 * log_nodes * inter;
+    case NCCL_ALGO_NVLS_TREE: return base + intra + 2 * log_nodes * inter;
     case NCCL_ALGO_PAT:  // AllGather and ReduceScatter only
       return base + log_nodes * (inter / 3.5) + g.ranks * 2.8;
-    default:
-      return base;
+    default: return base;
   }
 }
 
@@ -421,8 +415,7 @@ void nccl_cost_table(const NcclModel& m, const CommShape& s, int coll, size_t n_
   }
 }
 
-bool nccl_pick(const float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int* algo,
-               int* proto) {
+bool nccl_pick(const float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int* algo, int* proto) {
   double best = kMaxSelectableUs;
   int best_a = NCCL_ALGO_UNDEF;
   int best_p = NCCL_PROTO_UNDEF;
@@ -445,16 +438,12 @@ double bus_bandwidth(int coll, int n_ranks, size_t n_bytes, double time_us) {
   const double alg_bw = static_cast<double>(n_bytes) / (time_us * 1000.0);  // bytes/us -> GB/s
   const double n = n_ranks;
   switch (coll) {
-    case ncclFuncAllReduce:
-      return alg_bw * 2.0 * (n - 1) / n;
+    case ncclFuncAllReduce: return alg_bw * 2.0 * (n - 1) / n;
     case ncclFuncAllGather:
-    case ncclFuncReduceScatter:
-      return alg_bw * (n - 1) / n;
+    case ncclFuncReduceScatter: return alg_bw * (n - 1) / n;
     case ncclFuncBroadcast:
-    case ncclFuncReduce:
-      return alg_bw;
-    default:
-      return 0.0;
+    case ncclFuncReduce: return alg_bw;
+    default: return 0.0;
   }
 }
 

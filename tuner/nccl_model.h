@@ -17,14 +17,14 @@ void nccl_default_constants(ncclTunerConstants_v5_t* c);
 struct CommShape {
   int n_ranks = 1;
   int n_nodes = 1;
-  int ranks_per_node = 1;               // the largest number of ranks on one node
+  int ranks_per_node = 1;  // the largest number of ranks on one node
   int compcap_idx = NCCL_HOPPER_COMPCAP_IDX;
-  int intra_link = NCCL_HW_NVLINK;      // NCCL_HW_NVLINK or NCCL_HW_PCI between local GPUs
-  double intra_bw_gbs = 20.0;           // GB/s per channel inside a node (graph bwIntra)
-  double inter_bw_gbs = 12.5;           // GB/s per channel over the network (graph bwInter)
-  int n_channels = 2;                   // ring/tree channels NCCL runs
-  bool nvls = false;                    // NVLS usable (NVSwitch with multicast)
-  bool collnet = false;                 // a CollNet plugin is present
+  int intra_link = NCCL_HW_NVLINK;  // NCCL_HW_NVLINK or NCCL_HW_PCI between local GPUs
+  double intra_bw_gbs = 20.0;       // GB/s per channel inside a node (graph bwIntra)
+  double inter_bw_gbs = 12.5;       // GB/s per channel over the network (graph bwInter)
+  int n_channels = 2;               // ring/tree channels NCCL runs
+  bool nvls = false;                // NVLS usable (NVSwitch with multicast)
+  bool collnet = false;             // a CollNet plugin is present
 };
 
 // NCCL's per-communicator model: latency (µs) and bandwidth (GB/s) per collective, algorithm and
@@ -44,8 +44,7 @@ void nccl_cost_table(const NcclModel& m, const CommShape& s, int coll, size_t n_
 
 // NCCL's selection over a table after the tuner ran: algorithm-major scan, the smallest entry
 // >= 0 wins, first on ties. false when every entry is ignored.
-bool nccl_pick(const float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int* algo,
-               int* proto);
+bool nccl_pick(const float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int* algo, int* proto);
 
 // Bus bandwidth (GB/s, nccl-tests' definition) for a collective of n_bytes taking time_us.
 double bus_bandwidth(int coll, int n_ranks, size_t n_bytes, double time_us);

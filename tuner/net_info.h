@@ -11,11 +11,11 @@ namespace nf {
 struct NetSummary {
   bool found = false;
   std::string provider;
-  int devices = 0;        // NCCL devices
-  int speed_mbps = 0;     // of the first device (all its rails)
-  int rails = 1;          // NICs (rails) of the first device
-  bool gdr = false;       // GPU memory offered to NCCL
-  std::string platform;   // the platform row's name
+  int devices = 0;       // NCCL devices
+  int speed_mbps = 0;    // of the first device (all its rails)
+  int rails = 1;         // NICs (rails) of the first device
+  bool gdr = false;      // GPU memory offered to NCCL
+  std::string platform;  // the platform row's name
 };
 
 using NetSummaryFn = NetSummary (*)();

@@ -14,8 +14,8 @@ namespace {
 
 const char* const kCollNames[kNumColls] = {"broadcast", "reduce", "allgather", "reducescatter",
                                            "allreduce"};
-const char* const kAlgoNames[kNumAlgos] = {"tree", "ring",      "collnet_direct", "collnet_chain",
-                                           "nvls", "nvls_tree", "pat"};
+const char* const kAlgoNames[kNumAlgos] = {
+    "tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"};
 const char* const kProtoNames[kNumProtos] = {"ll", "ll128", "simple"};
 
 std::string lower(const std::string& s) {
@@ -107,7 +107,8 @@ bool parse_interval(const std::string& s, uint64_t* lo, uint64_t* hi, std::strin
     return false;
   }
   if (*hi <= *lo) {
-    *why = "empty size interval \"" + s + "\": the upper bound is excluded and must be above the lower";
+    *why = "empty size interval \"" + s +
+           "\": the upper bound is excluded and must be above the lower";
     return false;
   }
   return true;
@@ -121,9 +122,7 @@ std::string range_text(const IntRange& r) {
 
 }  // namespace
 
-const char* coll_name(int coll) {
-  return coll >= 0 && coll < kNumColls ? kCollNames[coll] : "*";
-}
+const char* coll_name(int coll) { return coll >= 0 && coll < kNumColls ? kCollNames[coll] : "*"; }
 const char* algo_name(int algo) { return algo >= 0 && algo < kNumAlgos ? kAlgoNames[algo] : "*"; }
 const char* proto_name(int proto) {
   return proto >= 0 && proto < kNumProtos ? kProtoNames[proto] : "*";
@@ -143,10 +142,14 @@ bool parse_size(const std::string& s, uint64_t* out) {
   if (digits == 0) return false;
   uint64_t mult = 1;
   const std::string suffix = lower(s.substr(digits));
-  if (suffix == "k" || suffix == "kb" || suffix == "kib") mult = 1ull << 10;
-  else if (suffix == "m" || suffix == "mb" || suffix == "mib") mult = 1ull << 20;
-  else if (suffix == "g" || suffix == "gb" || suffix == "gib") mult = 1ull << 30;
-  else if (!suffix.empty() && suffix != "b") return false;
+  if (suffix == "k" || suffix == "kb" || suffix == "kib")
+    mult = 1ull << 10;
+  else if (suffix == "m" || suffix == "mb" || suffix == "mib")
+    mult = 1ull << 20;
+  else if (suffix == "g" || suffix == "gb" || suffix == "gib")
+    mult = 1ull << 30;
+  else if (!suffix.empty() && suffix != "b")
+    return false;
   errno = 0;
   const unsigned long long v = std::strtoull(s.substr(0, digits).c_str(), nullptr, 10);
   if (errno == ERANGE || v > UINT64_MAX / mult) return false;
@@ -204,8 +207,8 @@ Status parse_rules(const std::string& text, const std::string& origin, std::vect
     if (f[7] != "*") {
       int64_t ch = 0;
       if (!parse_uint(f[7], INT32_MAX, &ch) || ch < 1 || ch > kMaxChannels)
-        return fail("channels must be * or 1.." + std::to_string(kMaxChannels) + ", got \"" +
-                    f[7] + "\"");
+        return fail("channels must be * or 1.." + std::to_string(kMaxChannels) + ", got \"" + f[7] +
+                    "\"");
       r.channels = static_cast<int>(ch);
     }
     if (f[8] != "*") {
@@ -245,15 +248,16 @@ std::string format_rules(const std::vector<Rule>& rules, const std::string& head
                 "size", "nodes", "ranks", "rpn", "algo", "proto", "channels", "chunk");
   out += buf;
   for (const Rule& r : rules) {
-    const std::string size = (r.size_lo == 0 && r.size_hi == kNoLimit)
-                                 ? "*"
-                                 : "[" + format_size(r.size_lo) + "," + format_size(r.size_hi) + ")";
+    const std::string size =
+        (r.size_lo == 0 && r.size_hi == kNoLimit)
+            ? "*"
+            : "[" + format_size(r.size_lo) + "," + format_size(r.size_hi) + ")";
     const std::string ch = r.channels == kAny ? "*" : std::to_string(r.channels);
     const std::string chunk = r.chunk == 0 ? "*" : format_size(r.chunk);
-    std::snprintf(buf, sizeof buf, "%-14s %-16s %-6s %-6s %-5s %-14s %-7s %-8s %s", coll_name(r.coll),
-                  size.c_str(), range_text(r.nodes).c_str(), range_text(r.ranks).c_str(),
-                  range_text(r.rpn).c_str(), algo_name(r.algo), proto_name(r.proto), ch.c_str(),
-                  chunk.c_str());
+    std::snprintf(buf, sizeof buf, "%-14s %-16s %-6s %-6s %-5s %-14s %-7s %-8s %s",
+                  coll_name(r.coll), size.c_str(), range_text(r.nodes).c_str(),
+                  range_text(r.ranks).c_str(), range_text(r.rpn).c_str(), algo_name(r.algo),
+                  proto_name(r.proto), ch.c_str(), chunk.c_str());
     out += buf;
     if (!r.comment.empty()) {
       std::string c = r.comment;

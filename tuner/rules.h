@@ -22,10 +22,10 @@
 namespace nf {
 namespace tuner {
 
-constexpr int kNumColls = 5;      // ncclFuncBroadcast..ncclFuncAllReduce
-constexpr int kNumAlgos = 7;      // NCCL_NUM_ALGORITHMS
-constexpr int kNumProtos = 3;     // NCCL_NUM_PROTOCOLS
-constexpr int kAny = -1;          // "*" for coll, algo, proto, channels
+constexpr int kNumColls = 5;               // ncclFuncBroadcast..ncclFuncAllReduce
+constexpr int kNumAlgos = 7;               // NCCL_NUM_ALGORITHMS
+constexpr int kNumProtos = 3;              // NCCL_NUM_PROTOCOLS
+constexpr int kAny = -1;                   // "*" for coll, algo, proto, channels
 constexpr uint64_t kNoLimit = UINT64_MAX;  // "*" as an upper bound
 constexpr int kMaxChannels = 64;
 
@@ -37,16 +37,16 @@ struct IntRange {  // inclusive; * is [0, INT32_MAX]
 };
 
 struct Rule {
-  int coll = kAny;               // ncclFunc_t value 0..4, or kAny
-  uint64_t size_lo = 0;          // bytes, inclusive
-  uint64_t size_hi = kNoLimit;   // bytes, exclusive; kNoLimit for *
+  int coll = kAny;              // ncclFunc_t value 0..4, or kAny
+  uint64_t size_lo = 0;         // bytes, inclusive
+  uint64_t size_hi = kNoLimit;  // bytes, exclusive; kNoLimit for *
   IntRange nodes, ranks, rpn;
-  int algo = kAny;               // NCCL_ALGO_* value, or kAny
-  int proto = kAny;              // NCCL_PROTO_* value, or kAny
-  int channels = kAny;           // 1..64, or kAny
-  uint64_t chunk = 0;            // bytes; 0 for *
-  int line = 0;                  // where it came from (0: made by a program)
-  std::string comment;           // written after the rule by format_rules; never parsed back
+  int algo = kAny;      // NCCL_ALGO_* value, or kAny
+  int proto = kAny;     // NCCL_PROTO_* value, or kAny
+  int channels = kAny;  // 1..64, or kAny
+  uint64_t chunk = 0;   // bytes; 0 for *
+  int line = 0;         // where it came from (0: made by a program)
+  std::string comment;  // written after the rule by format_rules; never parsed back
 };
 
 // Names as the rules file and NCCL's logs spell them.

@@ -119,9 +119,10 @@ Tuner* Tuner::create(const InitArgs& a) {
   if (!t->rules_path_.empty() && mode != Mode::kModel) {
     std::string error;
     if (!ok(load_rules_file(t->rules_path_, &rules, &error))) {
-      NF_WARN("tuner: NCCL_FABRIC_TUNER_RULES: %s; NCCL decides everything for this "
-              "communicator (%zu ranks)",
-              error.c_str(), a.n_ranks);
+      NF_WARN(
+          "tuner: NCCL_FABRIC_TUNER_RULES: %s; NCCL decides everything for this "
+          "communicator (%zu ranks)",
+          error.c_str(), a.n_ranks);
       return t;  // mode off: a half-applied rules file would be worse than none
     }
   } else if (!t->rules_path_.empty()) {
@@ -139,11 +140,14 @@ Tuner* Tuner::create(const InitArgs& a) {
   const bool proto_ours = ll128_off != nullptr && strcmp(ll128_off, "set-proto") == 0;
   t->ll128_off_ = proto_ours && a.n_nodes > 1;
   if (t->ll128_off_)
-    NF_INFO(kSubsysTuning, "tuner: LL128 is not used across the %zu nodes: the network provider "
-            "cannot order 128-byte lines (the net plugin set NCCL_PROTO=^LL128)", a.n_nodes);
+    NF_INFO(kSubsysTuning,
+            "tuner: LL128 is not used across the %zu nodes: the network provider "
+            "cannot order 128-byte lines (the net plugin set NCCL_PROTO=^LL128)",
+            a.n_nodes);
   t->user_algo_proto_ = env_set("NCCL_ALGO") || (env_set("NCCL_PROTO") && !proto_ours);
   if (t->user_algo_proto_)
-    NF_INFO(kSubsysTuning, "tuner: NCCL_ALGO/NCCL_PROTO set (%s/%s): algorithm and protocol are "
+    NF_INFO(kSubsysTuning,
+            "tuner: NCCL_ALGO/NCCL_PROTO set (%s/%s): algorithm and protocol are "
             "left to NCCL; rules still set channels and chunk sizes",
             env_set("NCCL_ALGO") ? std::getenv("NCCL_ALGO") : "-",
             env_set("NCCL_PROTO") ? std::getenv("NCCL_PROTO") : "-");
@@ -159,10 +163,12 @@ Tuner* Tuner::create(const InitArgs& a) {
   if (model_on) {
     const std::vector<ConstantChange> changes = correct_constants(t->facts_, t->shape_, c);
     for (const ConstantChange& ch : changes)
-      NF_INFO(kSubsysTuning, "tuner: %s %s: %.2f -> %.2f (%s network, %.0f Gb/s per node, "
-              "%.1f us per hop)", a.constants != nullptr ? "NCCL constant" : "model constant",
-              ch.what.c_str(), ch.before, ch.after, t->facts_.provider.c_str(),
-              t->facts_.node_net_gbps, t->facts_.net_latency_us);
+      NF_INFO(kSubsysTuning,
+              "tuner: %s %s: %.2f -> %.2f (%s network, %.0f Gb/s per node, "
+              "%.1f us per hop)",
+              a.constants != nullptr ? "NCCL constant" : "model constant", ch.what.c_str(),
+              ch.before, ch.after, t->facts_.provider.c_str(), t->facts_.node_net_gbps,
+              t->facts_.net_latency_us);
     nccl_build_model(*c, t->shape_, &t->model_);
     build_decisions(t->model_, t->shape_, &t->decisions_);
     // The model decides only where it knows something NCCL does not: the network between nodes.
@@ -182,8 +188,12 @@ Tuner* Tuner::create(const InitArgs& a) {
     if (!r.nodes.contains(t->facts_.n_nodes) || !r.ranks.contains(t->facts_.n_ranks) ||
         !r.rpn.contains(t->facts_.ranks_per_node))
       continue;
-    const ActiveRule ar{r.size_lo, r.size_hi, static_cast<int8_t>(r.algo),
-                        static_cast<int8_t>(r.proto), r.channels, r.chunk,
+    const ActiveRule ar{r.size_lo,
+                        r.size_hi,
+                        static_cast<int8_t>(r.algo),
+                        static_cast<int8_t>(r.proto),
+                        r.channels,
+                        r.chunk,
                         static_cast<int>(t->rule_lines_.size())};
     t->rule_lines_.push_back(r.line);
     for (int coll = 0; coll < kNumColls; ++coll)
@@ -193,7 +203,8 @@ Tuner* Tuner::create(const InitArgs& a) {
   t->rule_hits_.reset(new std::atomic<uint64_t>[t->rule_lines_.size() + 1]);
   for (size_t i = 0; i <= t->rule_lines_.size(); ++i) t->rule_hits_[i].store(0);
   const size_t active = t->rule_lines_.size();
-  NF_INFO(kSubsysTuning, "tuner: mode %s, %d ranks on %d nodes (%d per node), network %s: %s "
+  NF_INFO(kSubsysTuning,
+          "tuner: mode %s, %d ranks on %d nodes (%d per node), network %s: %s "
           "%.0f Gb/s per node over %d NICs, %.1f us per hop, GPUDirect %s; %zu rules of %s "
           "apply",
           mode_name(mode), t->facts_.n_ranks, t->facts_.n_nodes, t->facts_.ranks_per_node,
@@ -253,8 +264,8 @@ const ActiveRule* Tuner::match_rule(int coll, uint64_t n_bytes, const float* tab
 
 void Tuner::get_coll_info(int coll, size_t n_bytes, float* table, int num_algo, int num_proto,
                           int* n_channels) const {
-  if (mode_ == Mode::kOff || table == nullptr || coll < 0 || coll >= kNumColls ||
-      num_algo <= 0 || num_proto <= 0)
+  if (mode_ == Mode::kOff || table == nullptr || coll < 0 || coll >= kNumColls || num_algo <= 0 ||
+      num_proto <= 0)
     return;
   const int na = std::min(num_algo, kNumAlgos), np = std::min(num_proto, kNumProtos);
   if (ll128_off_ && NCCL_PROTO_LL128 < np)
@@ -280,14 +291,19 @@ void Tuner::get_coll_info(int coll, size_t n_bytes, float* table, int num_algo, 
     for (int a = 0; a < na; ++a)
       for (int p = 0; p < np; ++p) {
         float& v = table[a * num_proto + p];
-        if (a == algo && p == proto) v = 0.0f;
-        else if (v == 0.0f) v = 1e-3f;
+        if (a == algo && p == proto)
+          v = 0.0f;
+        else if (v == 0.0f)
+          v = 1e-3f;
       }
   }
   if (r != nullptr && r->channels > 0 && n_channels != nullptr) *n_channels = r->channels;
-  if (r != nullptr) rule_hits_[r->index].fetch_add(1, std::memory_order_relaxed);
-  else if (algo >= 0) model_hits_[algo * kNumProtos + proto].fetch_add(1, std::memory_order_relaxed);
-  else nccl_calls_.fetch_add(1, std::memory_order_relaxed);
+  if (r != nullptr)
+    rule_hits_[r->index].fetch_add(1, std::memory_order_relaxed);
+  else if (algo >= 0)
+    model_hits_[algo * kNumProtos + proto].fetch_add(1, std::memory_order_relaxed);
+  else
+    nccl_calls_.fetch_add(1, std::memory_order_relaxed);
 }
 
 Tuner::~Tuner() {
@@ -347,8 +363,8 @@ void Tuner::get_chunk_size(int coll, size_t n_bytes, int algo, int proto, int n_
   if (mode_ == Mode::kOff || chunk == nullptr || coll < 0 || coll >= kNumColls) return;
   for (const ActiveRule& r : rules_[coll]) {
     if (n_bytes < r.size_lo || n_bytes >= r.size_hi) continue;
-    if (!user_algo_proto_ && ((r.algo != kAny && r.algo != algo) ||
-                              (r.proto != kAny && r.proto != proto)))
+    if (!user_algo_proto_ &&
+        ((r.algo != kAny && r.algo != algo) || (r.proto != kAny && r.proto != proto)))
       continue;
     if (r.chunk != 0) *chunk = static_cast<size_t>(r.chunk);
     return;
@@ -408,8 +424,8 @@ std::string Tuner::dump_csv() const {
       for (int k = 0; k < bands[i].n; ++k) {
         const int a = bands[i].pair[k] / kNumProtos, p = bands[i].pair[k] % kNumProtos;
         std::snprintf(buf, sizeof buf, "%s,%llu,%s,%d,%s,%s,%.3f\n", coll_name(coll),
-                      static_cast<unsigned long long>(bands[i].lo), hi.c_str(), k + 1,
-                      algo_name(a), proto_name(p), static_cast<double>(bands[i].cost_us[k]));
+                      static_cast<unsigned long long>(bands[i].lo), hi.c_str(), k + 1, algo_name(a),
+                      proto_name(p), static_cast<double>(bands[i].cost_us[k]));
         out += buf;
       }
     }

@@ -22,7 +22,7 @@ enum class Mode { kAuto, kModel, kRules, kOff };
 struct InitArgs {
   size_t n_ranks = 1;
   size_t n_nodes = 1;
-  int ranks_per_node = 0;                       // 0: unknown (v2-v4), taken as ranks / nodes
+  int ranks_per_node = 0;                        // 0: unknown (v2-v4), taken as ranks / nodes
   ncclTunerConstants_v5_t* constants = nullptr;  // v5+: NCCL's, edited in place
   uint64_t comm_id = 0;
 };
@@ -55,7 +55,6 @@ class Tuner {
   void get_chunk_size(int coll, size_t n_bytes, int algo, int proto, int n_channels,
                       size_t* chunk) const;
 
-
   ~Tuner();  // logs usage_lines()
 
  private:
@@ -83,7 +82,7 @@ class Tuner {
   std::vector<ActiveRule> rules_[kNumColls];
   std::string rules_path_;
   // Relaxed counters: one add per call, no lock; read at finalize.
-  std::vector<int> rule_lines_;                           // index -> line in the file
+  std::vector<int> rule_lines_;                         // index -> line in the file
   std::unique_ptr<std::atomic<uint64_t>[]> rule_hits_;  // per rule index
   mutable std::atomic<uint64_t> model_hits_[kNumAlgos * kNumProtos] = {};
   mutable std::atomic<uint64_t> nccl_calls_{0};  // calls the tuner left to NCCL

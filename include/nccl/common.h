@@ -1,4 +1,5 @@
-/* Written from the NCCL 2.28.9 plugin ABI spec (nccl-plugin-abi.md §1.1-1.4), not NCCL's headers. */
+/* Written from the NCCL 2.28.9 plugin ABI spec (nccl-plugin-abi.md §1.1-1.4), not NCCL's headers.
+ */
 #ifndef NCCL_FABRIC_NCCL_COMMON_H
 #define NCCL_FABRIC_NCCL_COMMON_H
 
@@ -15,8 +16,7 @@
 #define NF_ABI_ASSERT(cond, msg) _Static_assert(cond, msg)
 #define NF_ABI_ALIGNOF(T) _Alignof(T)
 #endif
-#define NF_ABI_SIZE(T, n) \
-  NF_ABI_ASSERT(sizeof(T) == (n), "sizeof(" #T ") does not match NCCL")
+#define NF_ABI_SIZE(T, n) NF_ABI_ASSERT(sizeof(T) == (n), "sizeof(" #T ") does not match NCCL")
 #define NF_ABI_ALIGN(T, n) \
   NF_ABI_ASSERT(NF_ABI_ALIGNOF(T) == (n), "alignof(" #T ") does not match NCCL")
 #define NF_ABI_OFFSET(T, m, n) \
@@ -66,8 +66,8 @@ typedef enum {
   NCCL_ALL = ~0
 } ncclDebugLogSubSys;
 
-typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags,
-                                  const char* file, int line, const char* fmt, ...);
+typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char* file,
+                                  int line, const char* fmt, ...);
 
 /* §1.3: the `type` argument of ncclProfilerCallback_t. NCCL leaves this enum untagged. */
 enum {

@@ -1,4 +1,5 @@
-/* Written from the NCCL 2.28.9 plugin ABI spec (nccl-plugin-abi.md §1.6-1.7), not NCCL's headers. */
+/* Written from the NCCL 2.28.9 plugin ABI spec (nccl-plugin-abi.md §1.6-1.7), not NCCL's headers.
+ */
 #ifndef NCCL_FABRIC_NCCL_NET_COMMON_H
 #define NCCL_FABRIC_NCCL_NET_COMMON_H
 
@@ -16,7 +17,7 @@
 #endif
 /* maxP2pBytes/maxCollBytes outside (0, 2^40] make NCCL fail connection setup. */
 #ifndef NCCL_MAX_NET_SIZE_BYTES
-#define NCCL_MAX_NET_SIZE_BYTES (1*1024*1024*1024*1024L)
+#define NCCL_MAX_NET_SIZE_BYTES (1 * 1024 * 1024 * 1024 * 1024L)
 #endif
 /* NCCL stores this into *request before irecv as a hint (v9+); it is not a request. */
 #ifndef NCCL_NET_OPTIONAL_RECV_COMPLETION
@@ -27,10 +28,10 @@
 #endif
 /* Caps NCCL's compat layers apply to <= v8 plugins. */
 #ifndef MAX_NET_SIZE
-#define MAX_NET_SIZE (1024*1024*1024L)
+#define MAX_NET_SIZE (1024 * 1024 * 1024L)
 #endif
 #ifndef MAX_COLLNET_SIZE
-#define MAX_COLLNET_SIZE (512*1024*1024L)
+#define MAX_COLLNET_SIZE (512 * 1024 * 1024L)
 #endif
 /* Bits of ncclNetProperties.ptrSupport, also the `type` argument of regMr. */
 #ifndef NCCL_PTR_HOST

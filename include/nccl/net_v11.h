@@ -1,4 +1,5 @@
-/* Written from the NCCL 2.28.9 plugin ABI spec (nccl-plugin-abi.md §3.1-3.2), not NCCL's headers. */
+/* Written from the NCCL 2.28.9 plugin ABI spec (nccl-plugin-abi.md §3.1-3.2), not NCCL's headers.
+ */
 #ifndef NCCL_FABRIC_NCCL_NET_V11_H
 #define NCCL_FABRIC_NCCL_NET_V11_H
 

@@ -115,9 +115,9 @@ typedef struct {
 typedef struct {
   const char* name;
   ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context);
-  ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes,
-                              int collNetSupport, int nvlsSupport, int numPipeOps, int* algorithm,
-                              int* protocol, int* nChannels);
+  ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+                              int nvlsSupport, int numPipeOps, int* algorithm, int* protocol,
+                              int* nChannels);
   ncclResult_t (*destroy)(void* context);
 } ncclTuner_v2_t;
 

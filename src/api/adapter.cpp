@@ -1,6 +1,5 @@
 #include "api/adapter.h"
 
-
 namespace nf {
 namespace adapter {
 ncclResult_t isend_int(void* comm, void* data, int size, int tag, void* mhandle, void** request) {
@@ -60,9 +59,7 @@ ncclResult_t test(void* request, int* done, int* sizes) {
 ncclResult_t close_send(void* comm) { return R(api::close_send(comm)); }
 ncclResult_t close_recv(void* comm) { return R(api::close_recv(comm)); }
 ncclResult_t close_listen(void* comm) { return R(api::close_listen(comm)); }
-ncclResult_t init_default(ncclDebugLogger_t log) {
-  return R(api::init_default(nccl_logger(log)));
-}
+ncclResult_t init_default(ncclDebugLogger_t log) { return R(api::init_default(nccl_logger(log))); }
 ncclResult_t listen_default(int dev, void* handle, void** listen_comm) {
   return R(api::listen(nullptr, dev, handle, listen_comm));
 }

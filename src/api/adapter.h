@@ -12,13 +12,20 @@ namespace nf {
 namespace adapter {
 
 static_assert(static_cast<int>(Status::kOk) == ncclSuccess, "status values are NCCL's");
-static_assert(static_cast<int>(Status::kUnhandledCudaError) == ncclUnhandledCudaError, "status values are NCCL's");
-static_assert(static_cast<int>(Status::kSystemError) == ncclSystemError, "status values are NCCL's");
-static_assert(static_cast<int>(Status::kInternalError) == ncclInternalError, "status values are NCCL's");
-static_assert(static_cast<int>(Status::kInvalidArgument) == ncclInvalidArgument, "status values are NCCL's");
-static_assert(static_cast<int>(Status::kInvalidUsage) == ncclInvalidUsage, "status values are NCCL's");
-static_assert(static_cast<int>(Status::kRemoteError) == ncclRemoteError, "status values are NCCL's");
-static_assert(kPtrHost == NCCL_PTR_HOST && kPtrCuda == NCCL_PTR_CUDA && kPtrDmabuf == NCCL_PTR_DMABUF,
+static_assert(static_cast<int>(Status::kUnhandledCudaError) == ncclUnhandledCudaError,
+              "status values are NCCL's");
+static_assert(static_cast<int>(Status::kSystemError) == ncclSystemError,
+              "status values are NCCL's");
+static_assert(static_cast<int>(Status::kInternalError) == ncclInternalError,
+              "status values are NCCL's");
+static_assert(static_cast<int>(Status::kInvalidArgument) == ncclInvalidArgument,
+              "status values are NCCL's");
+static_assert(static_cast<int>(Status::kInvalidUsage) == ncclInvalidUsage,
+              "status values are NCCL's");
+static_assert(static_cast<int>(Status::kRemoteError) == ncclRemoteError,
+              "status values are NCCL's");
+static_assert(kPtrHost == NCCL_PTR_HOST && kPtrCuda == NCCL_PTR_CUDA &&
+                  kPtrDmabuf == NCCL_PTR_DMABUF,
               "pointer kinds are NCCL's");
 
 inline ncclResult_t R(Status s) { return static_cast<ncclResult_t>(s); }

@@ -16,7 +16,8 @@ ncclResult_t get_properties_v10(int dev, ncclNetProperties_v10_t* props) {
 
 ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** send_comm,
                          ncclNetDeviceHandle_v10_t** dev_comm) {
-  (void)config; (void)dev_comm;
+  (void)config;
+  (void)dev_comm;
   return connect_default(dev, handle, send_comm);
 }
 
@@ -44,6 +45,7 @@ ncclResult_t irecv_v10(void* comm, int n, void** data, size_t* sizes, int* tags,
 using namespace nf::adapter;
 
 NF_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
-    "fabric", init_v10, devices, get_properties_v10, listen_default, connect_v10, accept_v10,
-    reg_mr, reg_mr_dmabuf, dereg_mr, isend_v10, irecv_v10, iflush, test,
-    close_send, close_recv, close_listen, nullptr, nullptr, nullptr};
+    "fabric",   init_v10, devices,       get_properties_v10, listen_default, connect_v10,
+    accept_v10, reg_mr,   reg_mr_dmabuf, dereg_mr,           isend_v10,      irecv_v10,
+    iflush,     test,     close_send,    close_recv,         close_listen,   nullptr,
+    nullptr,    nullptr};

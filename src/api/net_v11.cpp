@@ -7,7 +7,9 @@ namespace {
 
 ncclResult_t init_v11(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
                       ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
-  (void)commId; (void)config; (void)prof;  // traffic class and profiling: not used yet
+  (void)commId;
+  (void)config;
+  (void)prof;  // traffic class and profiling: not used yet
   return R(api::init(ctx, nccl_logger(log)));
 }
 
@@ -52,9 +54,25 @@ ncclResult_t finalize_v11(void* ctx) { return R(api::finalize(ctx)); }
 
 using namespace nf::adapter;
 
-NF_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
-    "fabric", init_v11, devices, get_properties_v11, listen_v11, connect_v11, accept_v11,
-    reg_mr, reg_mr_dmabuf, dereg_mr, isend_v11, irecv_v11, iflush, test,
-    close_send, close_recv, close_listen,
-    nullptr /*getDeviceMr*/, nullptr /*irecvConsumed*/, nullptr /*makeVDevice*/,
-    finalize_v11, nullptr /*setNetAttr*/};
+NF_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {"fabric",
+                                                   init_v11,
+                                                   devices,
+                                                   get_properties_v11,
+                                                   listen_v11,
+                                                   connect_v11,
+                                                   accept_v11,
+                                                   reg_mr,
+                                                   reg_mr_dmabuf,
+                                                   dereg_mr,
+                                                   isend_v11,
+                                                   irecv_v11,
+                                                   iflush,
+                                                   test,
+                                                   close_send,
+                                                   close_recv,
+                                                   close_listen,
+                                                   nullptr /*getDeviceMr*/,
+                                                   nullptr /*irecvConsumed*/,
+                                                   nullptr /*makeVDevice*/,
+                                                   finalize_v11,
+                                                   nullptr /*setNetAttr*/};

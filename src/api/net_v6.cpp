@@ -20,6 +20,6 @@ ncclResult_t get_properties_v6(int dev, ncclNetProperties_v6_t* props) {
 using namespace nf::adapter;
 
 NF_EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {
-    "fabric", init_default, devices, get_properties_v6, listen_default, connect_default, accept_any,
-    regmr_int, reg_mr_dmabuf, dereg_mr, isend_int, irecv_int, iflush, test,
-    close_send, close_recv, close_listen};
+    "fabric",   init_default, devices,       get_properties_v6, listen_default, connect_default,
+    accept_any, regmr_int,    reg_mr_dmabuf, dereg_mr,          isend_int,      irecv_int,
+    iflush,     test,         close_send,    close_recv,        close_listen};

@@ -31,6 +31,7 @@ ncclResult_t accept_v7(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_
 using namespace nf::adapter;
 
 NF_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
-    "fabric", init_default, devices, get_properties_v7, listen_default, connect_v7, accept_v7,
-    regmr_int, reg_mr_dmabuf, dereg_mr, isend_int, irecv_int, iflush, test,
-    close_send, close_recv, close_listen, nullptr, nullptr};
+    "fabric",  init_default, devices,       get_properties_v7, listen_default, connect_v7,
+    accept_v7, regmr_int,    reg_mr_dmabuf, dereg_mr,          isend_int,      irecv_int,
+    iflush,    test,         close_send,    close_recv,        close_listen,   nullptr,
+    nullptr};

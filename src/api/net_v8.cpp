@@ -32,6 +32,7 @@ ncclResult_t accept_v8(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_
 using namespace nf::adapter;
 
 NF_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
-    "fabric", init_default, devices, get_properties_v8, listen_default, connect_v8, accept_v8,
-    reg_mr, reg_mr_dmabuf, dereg_mr, isend_int, irecv_int, iflush, test,
-    close_send, close_recv, close_listen, nullptr, nullptr};
+    "fabric",  init_default, devices,       get_properties_v8, listen_default, connect_v8,
+    accept_v8, reg_mr,       reg_mr_dmabuf, dereg_mr,          isend_int,      irecv_int,
+    iflush,    test,         close_send,    close_recv,        close_listen,   nullptr,
+    nullptr};

@@ -35,6 +35,7 @@ ncclResult_t irecv_v9(void* comm, int n, void** data, size_t* sizes, int* tags, 
 using namespace nf::adapter;
 
 NF_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
-    "fabric", init_default, devices, get_properties_v9, listen_default, connect_v9, accept_v9,
-    reg_mr, reg_mr_dmabuf, dereg_mr, isend_v9, irecv_v9, iflush, test,
-    close_send, close_recv, close_listen, nullptr, nullptr, nullptr};
+    "fabric",  init_default, devices,       get_properties_v9, listen_default, connect_v9,
+    accept_v9, reg_mr,       reg_mr_dmabuf, dereg_mr,          isend_v9,       irecv_v9,
+    iflush,    test,         close_send,    close_recv,        close_listen,   nullptr,
+    nullptr,   nullptr};

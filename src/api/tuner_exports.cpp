@@ -40,7 +40,8 @@ ncclResult_t init_v5(void** ctx, uint64_t comm_id, size_t n_ranks, size_t n_node
   InitArgs a;
   a.n_ranks = n_ranks;
   a.n_nodes = n_nodes;
-  a.ranks_per_node = nvl != nullptr && nvl->maxRanksPerNvlDomain > 0 ? nvl->maxRanksPerNvlDomain : 0;
+  a.ranks_per_node =
+      nvl != nullptr && nvl->maxRanksPerNvlDomain > 0 ? nvl->maxRanksPerNvlDomain : 0;
   a.constants = constants;
   a.comm_id = comm_id;
   return init_common(a, log, ctx);

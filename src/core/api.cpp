@@ -49,7 +49,9 @@ Comm* as_comm(void* p, CommRole role, const char* what) {
   Comm* c = static_cast<Comm*>(p);
   if (c == nullptr || c->magic != kCommMagic || c->role != role) {
     NF_WARN("%s: %p is not a %s comm of this plugin", what, p,
-            role == CommRole::kSend ? "send" : role == CommRole::kRecv ? "recv" : "listen");
+            role == CommRole::kSend   ? "send"
+            : role == CommRole::kRecv ? "recv"
+                                      : "listen");
     return nullptr;
   }
   return c;
@@ -128,17 +130,18 @@ Status connect(void* ctx, int dev, void* handle, void** send_comm) {
       // Connects NCCL stopped polling (an abort, a failed peer) would otherwise stay until the
       // context goes, which for the v6-v10 default context is never: one past twice the connect
       // timeout is abandoned, and closed here.
-      const uint64_t stale = 2ull * static_cast<uint64_t>(p->params.get_int(ParamId::kConnectTimeout)) *
-                             1000000000ull;
+      const uint64_t stale =
+          2ull * static_cast<uint64_t>(p->params.get_int(ParamId::kConnectTimeout)) * 1000000000ull;
       const uint64_t now = now_ns();
       for (auto it = p->pending.begin(); it != p->pending.end();) {
-        if (it->first != handle && now - it->second->started_ns > stale) it = p->pending.erase(it);
-        else ++it;
+        if (it->first != handle && now - it->second->started_ns > stale)
+          it = p->pending.erase(it);
+        else
+          ++it;
       }
       auto it = p->pending.find(handle);
       // The same buffer with other contents is a new connect: the old one was abandoned.
-      if (it != p->pending.end() &&
-          memcmp(&it->second->handle, handle, sizeof(WireHandle)) != 0)
+      if (it != p->pending.end() && memcmp(&it->second->handle, handle, sizeof(WireHandle)) != 0)
         p->pending.erase(it), it = p->pending.end();
       if (it != p->pending.end()) c = it->second.get();
     }
@@ -214,8 +217,10 @@ Status reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t off
   Comm* c = as_data_comm(comm, "regMrDmaBuf");
   if (c == nullptr) return Status::kInternalError;
   if (type != kPtrCuda || fd < 0) {
-    NF_WARN("regMrDmaBuf: type %d with fd %d: only GPU memory (NCCL_PTR_CUDA) with an open "
-            "DMA-BUF fd is registered this way", type, fd);
+    NF_WARN(
+        "regMrDmaBuf: type %d with fd %d: only GPU memory (NCCL_PTR_CUDA) with an open "
+        "DMA-BUF fd is registered this way",
+        type, fd);
     return Status::kInternalError;
   }
   return register_for_nccl(*c, data, size, type, fd, offset, mhandle, "regMrDmaBuf");

@@ -1,10 +1,10 @@
 #include "core/plugin.h"
 
+#include <strings.h>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 #include "fabric/fi_compat.h"
 #include "mem/gdr.h"
@@ -29,12 +29,12 @@ struct Devices {
   // NICs than rails), named names[i].
   std::vector<std::vector<size_t>> groups;
   std::vector<std::string> names;
-  std::vector<bool> rma;  // every NIC of the device can carry the RDMA protocol
-  bool write_emulated = false;  // the provider emulates RMA writes (EFA without RDMA write)
+  std::vector<bool> rma;               // every NIC of the device can carry the RDMA protocol
+  bool write_emulated = false;         // the provider emulates RMA writes (EFA without RDMA write)
   std::vector<std::string> near_gpus;  // the GPUs behind the device's PCIe switch, for the log
-  GdrReport gdr;  // probed on the first NIC, applies to every device
-  EpFeatures features;  // what an endpoint of the first NIC answered (EFA's options)
-  PlatformChoice platform;  // the platform-table row (docs/platforms.md)
+  GdrReport gdr;                       // probed on the first NIC, applies to every device
+  EpFeatures features;                 // what an endpoint of the first NIC answered (EFA's options)
+  PlatformChoice platform;             // the platform-table row (docs/platforms.md)
   int live_contexts = 0;
   int max_recvs = 1;
   PluginCtx* default_ctx = nullptr;
@@ -64,28 +64,33 @@ void warn_version_mismatch(const Nic& nic) {
   const uint32_t api = nic.api_version;
   std::string lost;
   if (api < kFiApi118 && lib >= kFiApi118)
-    lost = "below 1.18, EFA leaves device RDMA off on first-generation devices (p4d: writes and the "
-           "flush read emulated) and FI_OPT_CUDA_API_PERMITTED does not exist";
+    lost =
+        "below 1.18, EFA leaves device RDMA off on first-generation devices (p4d: writes and the "
+        "flush read emulated) and FI_OPT_CUDA_API_PERMITTED does not exist";
   else if (api < kFiApi120 && lib >= kFiApi120)
-    lost = "below 1.20 there is no FI_MR_DMABUF (GPU memory registers only through the "
-           "provider's own CUDA path)";
+    lost =
+        "below 1.20 there is no FI_MR_DMABUF (GPU memory registers only through the "
+        "provider's own CUDA path)";
   const bool matters = nic.hmem || nic.provider.rfind("efa", 0) == 0;
   char why[160];
   if (lib < kFiBuiltVersion)
-    snprintf(why, sizeof(why), "the loaded libfabric %u.%u is older than the %u.%u headers the "
-             "plugin was built against", FI_MAJOR(lib), FI_MINOR(lib), FI_MAJOR_VERSION,
-             FI_MINOR_VERSION);
+    snprintf(why, sizeof(why),
+             "the loaded libfabric %u.%u is older than the %u.%u headers the "
+             "plugin was built against",
+             FI_MAJOR(lib), FI_MINOR(lib), FI_MAJOR_VERSION, FI_MINOR_VERSION);
   else if (api < lib && api == kFiBuiltVersion)
-    snprintf(why, sizeof(why), "the plugin was built against libfabric %u.%u headers, so it asks "
+    snprintf(why, sizeof(why),
+             "the plugin was built against libfabric %u.%u headers, so it asks "
              "for no newer API than that (rebuild with --with-libfabric=<the installed prefix>)",
              FI_MAJOR_VERSION, FI_MINOR_VERSION);
   else
     snprintf(why, sizeof(why), "the provider or NCCL_FABRIC_API_VERSION held it there");
   if (lost.empty()) {
     if (lib != kFiBuiltVersion)
-      NF_INFO(kSubsysInit | kSubsysNet, "libfabric: loaded %u.%u, built against %u.%u, API %s: "
-              "%s; nothing the plugin uses depends on the difference", FI_MAJOR(lib),
-              FI_MINOR(lib), FI_MAJOR_VERSION, FI_MINOR_VERSION,
+      NF_INFO(kSubsysInit | kSubsysNet,
+              "libfabric: loaded %u.%u, built against %u.%u, API %s: "
+              "%s; nothing the plugin uses depends on the difference",
+              FI_MAJOR(lib), FI_MINOR(lib), FI_MAJOR_VERSION, FI_MINOR_VERSION,
               api_version_str(api).c_str(), why);
     return;
   }
@@ -93,9 +98,10 @@ void warn_version_mismatch(const Nic& nic) {
     NF_WARN("libfabric API %s obtained from the loaded %u.%u: %s; %s (docs/compatibility.md)",
             api_version_str(api).c_str(), FI_MAJOR(lib), FI_MINOR(lib), why, lost.c_str());
   else
-    NF_INFO(kSubsysInit | kSubsysNet, "libfabric API %s obtained from the loaded %u.%u: %s; %s "
-            "(no GPU memory or EFA here, so it costs nothing)", api_version_str(api).c_str(),
-            FI_MAJOR(lib), FI_MINOR(lib), why, lost.c_str());
+    NF_INFO(kSubsysInit | kSubsysNet,
+            "libfabric API %s obtained from the loaded %u.%u: %s; %s "
+            "(no GPU memory or EFA here, so it costs nothing)",
+            api_version_str(api).c_str(), FI_MAJOR(lib), FI_MINOR(lib), why, lost.c_str());
 }
 
 // Whether NCCL_PROTO's value lets NCCL use LL128 ("^a,b" excludes, "a,b" includes).
@@ -126,37 +132,43 @@ void ll128_policy(Devices& d, const Params& p) {
   const EpFeatures& f = d.features;
   if (!f.efa_options) return;
   const std::string& want = p.get_str(ParamId::kProtocol);
-  const bool rdma = want == "rdma" ||
-                    (want == "auto" && !d.rma.empty() && d.rma[0] && !f.write_emulated &&
-                     d.platform.row->protocol != PlatformProtocol::kSendrecv);
+  const bool rdma =
+      want == "rdma" || (want == "auto" && !d.rma.empty() && d.rma[0] && !f.write_emulated &&
+                         d.platform.row->protocol != PlatformProtocol::kSendrecv);
   const bool granted = rdma ? f.write_in_order_128 : f.sendrecv_in_order_128;
   const char* opt = rdma ? "FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES"
                          : "FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES";
   NF_INFO(kSubsysInit | kSubsysNet, "LL128: the %s protocol needs %s: %s (%s)",
-          rdma ? "RDMA" : "SENDRECV", opt, granted ? "granted" : "refused", f.in_order_note.c_str());
+          rdma ? "RDMA" : "SENDRECV", opt, granted ? "granted" : "refused",
+          f.in_order_note.c_str());
   if (granted) return;
   const Platform& row = *d.platform.row;
-  const std::string expected =
-      row.ll128_expected == 1
-          ? std::string("; the platform table expects ") + row.name + " to grant it: check that "
-            "the EFA installer's libfabric (>= 1.18) is the one loaded and FI_EFA_USE_DEVICE_RDMA "
-            "is not 0"
-          : std::string();
+  const std::string expected = row.ll128_expected == 1
+                                   ? std::string("; the platform table expects ") + row.name +
+                                         " to grant it: check that "
+                                         "the EFA installer's libfabric (>= 1.18) is the one "
+                                         "loaded and FI_EFA_USE_DEVICE_RDMA "
+                                         "is not 0"
+                                   : std::string();
   const char* user = getenv("NCCL_PROTO");
   if (user == nullptr) {
     setenv("NCCL_PROTO", "^LL128", 1);
     setenv(kLl128OffEnv, "set-proto", 1);
-    NF_WARN("provider '%s' cannot guarantee that each 128-byte line lands in order (%s refused; "
-            "the provider answered: %s): NCCL's LL128 protocol could read torn lines across the network, so NCCL_PROTO "
-            "is set to ^LL128 for this process%s (docs/troubleshooting.md#ll128)",
-            d.provider.c_str(), opt, f.in_order_note.c_str(), expected.c_str());
+    NF_WARN(
+        "provider '%s' cannot guarantee that each 128-byte line lands in order (%s refused; "
+        "the provider answered: %s): NCCL's LL128 protocol could read torn lines across the "
+        "network, so NCCL_PROTO "
+        "is set to ^LL128 for this process%s (docs/troubleshooting.md#ll128)",
+        d.provider.c_str(), opt, f.in_order_note.c_str(), expected.c_str());
   } else {
     setenv(kLl128OffEnv, "user-proto", 1);
     if (nccl_proto_allows_ll128(user))
-      NF_WARN("NCCL_PROTO=%s allows LL128, but provider '%s' cannot guarantee that each 128-byte "
-              "line lands in order (%s refused): collectives that use LL128 across nodes risk "
-              "silently corrupted results; exclude it (NCCL_PROTO=^LL128) unless you know this "
-              "NIC orders them (docs/troubleshooting.md#ll128)", user, d.provider.c_str(), opt);
+      NF_WARN(
+          "NCCL_PROTO=%s allows LL128, but provider '%s' cannot guarantee that each 128-byte "
+          "line lands in order (%s refused): collectives that use LL128 across nodes risk "
+          "silently corrupted results; exclude it (NCCL_PROTO=^LL128) unless you know this "
+          "NIC orders them (docs/troubleshooting.md#ll128)",
+          user, d.provider.c_str(), opt);
   }
 }
 
@@ -167,20 +179,21 @@ Status discover_locked(Devices& d, const Params& p) {
   std::string report;
   const std::string& wanted = p.get_str(ParamId::kProvider);
   // FI_HMEM is asked for only where GPU memory can exist: it narrows what providers offer.
-  const bool want_hmem = p.get_str(ParamId::kGdr) != "off" &&
-                         Cuda::get(p.get_str(ParamId::kCudaLibrary)).available();
+  const bool want_hmem =
+      p.get_str(ParamId::kGdr) != "off" && Cuda::get(p.get_str(ParamId::kCudaLibrary)).available();
   uint32_t api_cap = 0;
   std::string api_error;
   if (!ok(parse_api_version(p.get_str(ParamId::kApiVersion), &api_cap, &api_error))) {
     NF_WARN("bad parameter: %s", api_error.c_str());
     return Status::kInvalidUsage;
   }
-  Status s = discover_nics(wanted, p.get_str(ParamId::kDomain), want_hmem, &d.nics, &report,
-                           api_cap);
+  Status s =
+      discover_nics(wanted, p.get_str(ParamId::kDomain), want_hmem, &d.nics, &report, api_cap);
   if (!ok(s)) {
-    NF_WARN("no usable libfabric device: tried %s. The plugin needs an RDM endpoint with tagged "
-            "messages; check fi_info -t FI_EP_RDM and NCCL_FABRIC_PROVIDER%s", report.c_str(),
-            wanted.empty() ? "" : " (set here)");
+    NF_WARN(
+        "no usable libfabric device: tried %s. The plugin needs an RDM endpoint with tagged "
+        "messages; check fi_info -t FI_EP_RDM and NCCL_FABRIC_PROVIDER%s",
+        report.c_str(), wanted.empty() ? "" : " (set here)");
     return Status::kSystemError;
   }
   d.provider = d.nics.front().provider;
@@ -206,8 +219,10 @@ Status discover_locked(Devices& d, const Params& p) {
   }
   std::unique_ptr<Topology> topo;
   if (policy.mode == GroupingPolicy::Mode::kAuto && !ok(Topology::load(&topo, &topo_error)))
-    NF_INFO(kSubsysInit | kSubsysNet, "topology: hwloc could not load it (%s): one NCCL device "
-            "per NIC", topo_error.c_str());
+    NF_INFO(kSubsysInit | kSubsysNet,
+            "topology: hwloc could not load it (%s): one NCCL device "
+            "per NIC",
+            topo_error.c_str());
   std::vector<DeviceGroup> groups;
   std::string topo_log;
   NF_CHECK(group_nics(d.nics, topo.get(), policy, &groups, &topo_log));
@@ -228,31 +243,36 @@ Status discover_locked(Devices& d, const Params& p) {
   }
   d.max_recvs = static_cast<int>(p.get_int(ParamId::kMaxRecvs));
   d.found = true;
-  NF_INFO(kSubsysInit | kSubsysNet, "using libfabric %u.%u (built against %u.%u headers) "
-          "provider '%s' at API %s with %zu device(s) (%s)", FI_MAJOR(fi_version()),
-          FI_MINOR(fi_version()), FI_MAJOR_VERSION, FI_MINOR_VERSION, d.provider.c_str(),
-          api_version_str(d.nics.front().api_version).c_str(), d.nics.size(), report.c_str());
+  NF_INFO(kSubsysInit | kSubsysNet,
+          "using libfabric %u.%u (built against %u.%u headers) "
+          "provider '%s' at API %s with %zu device(s) (%s)",
+          FI_MAJOR(fi_version()), FI_MINOR(fi_version()), FI_MAJOR_VERSION, FI_MINOR_VERSION,
+          d.provider.c_str(), api_version_str(d.nics.front().api_version).c_str(), d.nics.size(),
+          report.c_str());
   warn_version_mismatch(d.nics.front());
   for (size_t i = 0; i < d.nics.size(); ++i) {
     const Nic& n = d.nics[i];
-    NF_INFO(kSubsysInit | kSubsysNet, "NIC %zu: %s pci=%s speed=%d Mb/s (%s) mr_mode=0x%llx "
-            "inject=%zu rma=%s", i, n.domain.c_str(),
-            n.pci_path.empty() ? "none" : n.pci_path.c_str(), n.speed_mbps,
+    NF_INFO(kSubsysInit | kSubsysNet,
+            "NIC %zu: %s pci=%s speed=%d Mb/s (%s) mr_mode=0x%llx "
+            "inject=%zu rma=%s",
+            i, n.domain.c_str(), n.pci_path.empty() ? "none" : n.pci_path.c_str(), n.speed_mbps,
             n.speed_source.c_str(), static_cast<unsigned long long>(n.info->domain_attr->mr_mode),
             n.info->tx_attr->inject_size,
             n.rma ? "yes" : "no (no FI_RMA or remote CQ data under 4 bytes)");
   }
   for (size_t i = 0; i < d.groups.size(); ++i)
-    NF_INFO(kSubsysInit | kSubsysNet, "device %zu: %s, %zu rail(s), speed=%d Mb/s, nearest "
-            "GPUs: %s", i, d.names[i].c_str(), d.groups[i].size(),
-            group_speed_mbps(d, d.groups[i]), d.near_gpus[i].c_str());
+    NF_INFO(kSubsysInit | kSubsysNet,
+            "device %zu: %s, %zu rail(s), speed=%d Mb/s, nearest "
+            "GPUs: %s",
+            i, d.names[i].c_str(), d.groups[i].size(), group_speed_mbps(d, d.groups[i]),
+            d.near_gpus[i].c_str());
   NF_CHECK(Domain::open(d.nics[0], &d.domains[0]));
   attach_mr_cache(*d.domains[0]);
   mr_cache(*d.domains[0]).set_limit(static_cast<size_t>(p.get_int(ParamId::kMrCacheEntries)));
   d.gdr = probe_gdr(d.nics[0], *d.domains[0], p);
   d.domains[0]->set_gdr(d.gdr.cuda, d.gdr.dmabuf);
-  NF_INFO(kSubsysInit | kSubsysNet, "GPUDirect RDMA %s: %s", d.gdr.cuda ? "on (NCCL_PTR_CUDA)" : "off",
-          d.gdr.cuda_reason.c_str());
+  NF_INFO(kSubsysInit | kSubsysNet, "GPUDirect RDMA %s: %s",
+          d.gdr.cuda ? "on (NCCL_PTR_CUDA)" : "off", d.gdr.cuda_reason.c_str());
   NF_INFO(kSubsysInit | kSubsysNet, "DMA-BUF %s: %s", d.gdr.dmabuf ? "on (NCCL_PTR_DMABUF)" : "off",
           d.gdr.dmabuf_reason.c_str());
   {
@@ -267,7 +287,8 @@ Status discover_locked(Devices& d, const Params& p) {
   }
   const EpFeatures& f = d.features;
   if (f.efa_options)
-    NF_INFO(kSubsysInit | kSubsysNet, "EFA endpoint options: device RDMA %s; RMA writes %s, reads "
+    NF_INFO(kSubsysInit | kSubsysNet,
+            "EFA endpoint options: device RDMA %s; RMA writes %s, reads "
             "%s (FI_OPT_EFA_EMULATED_WRITE/READ); 128-byte in-order: %s",
             f.device_rdma_set ? "asked for (FI_OPT_EFA_USE_DEVICE_RDMA=true)"
                               : ("left to the provider: " + f.device_rdma_note).c_str(),
@@ -298,12 +319,13 @@ Status discover_locked(Devices& d, const Params& p) {
   // What the platform expects and did not get (EFA, GPUDirect): one WARN, with the cost. On an
   // unknown machine nothing is expected. GPUDirect is judged only where CUDA could be asked.
   const bool gdr_known = d.gdr.cuda || Cuda::get(p.get_str(ParamId::kCudaLibrary)).available();
-  const std::string warn = platform_expectation_warning(*d.platform.row, d.provider,
-                                                        d.gdr.cuda || !gdr_known);
+  const std::string warn =
+      platform_expectation_warning(*d.platform.row, d.provider, d.gdr.cuda || !gdr_known);
   if (!warn.empty()) {
-    NF_WARN("%s%s%s", warn.c_str(),
-            !d.gdr.cuda && gdr_known && provider_is_efa(d.provider) ? "; GPUDirect: " : "",
-            !d.gdr.cuda && gdr_known && provider_is_efa(d.provider) ? d.gdr.cuda_reason.c_str() : "");
+    NF_WARN(
+        "%s%s%s", warn.c_str(),
+        !d.gdr.cuda && gdr_known && provider_is_efa(d.provider) ? "; GPUDirect: " : "",
+        !d.gdr.cuda && gdr_known && provider_is_efa(d.provider) ? d.gdr.cuda_reason.c_str() : "");
   }
   return Status::kOk;
 }
@@ -315,10 +337,10 @@ void settle_nic_speeds(const Params& p, const Platform& row, std::vector<Nic>* n
   for (Nic& n : *nics) {
     if (forced > 0) {
       // Say what it replaces: a user who overrides a measured figure should see both.
-      n.speed_source = n.speed_mbps > 0 ? "NCCL_FABRIC_SPEED, in place of " +
-                                              std::to_string(n.speed_mbps) + " Mb/s (" +
-                                              n.speed_source + ")"
-                                        : std::string("NCCL_FABRIC_SPEED");
+      n.speed_source = n.speed_mbps > 0
+                           ? "NCCL_FABRIC_SPEED, in place of " + std::to_string(n.speed_mbps) +
+                                 " Mb/s (" + n.speed_source + ")"
+                           : std::string("NCCL_FABRIC_SPEED");
       n.speed_mbps = static_cast<int>(forced);
     } else if (n.speed_mbps > 0) {
       // Measured: discover_nics named the source.
@@ -374,7 +396,8 @@ Status default_ctx(PluginCtx** out) {
   PluginCtx* ctx = nullptr;
   NF_CHECK(ctx_create(&ctx));
   std::lock_guard<std::mutex> lock(d.mu);
-  if (d.default_ctx == nullptr) d.default_ctx = ctx;
+  if (d.default_ctx == nullptr)
+    d.default_ctx = ctx;
   else {
     // Another thread won the race: keep its context.
     --d.live_contexts;
@@ -486,8 +509,10 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     out->offered = kProtoSendRecv;
   } else if (want == "rdma") {
     if (!rma) {
-      NF_WARN("NCCL_FABRIC_PROTOCOL=rdma, but provider '%s' on %s offers no RMA writes with "
-              "remote CQ data; use sendrecv or auto", out->provider.c_str(), name.c_str());
+      NF_WARN(
+          "NCCL_FABRIC_PROTOCOL=rdma, but provider '%s' on %s offers no RMA writes with "
+          "remote CQ data; use sendrecv or auto",
+          out->provider.c_str(), name.c_str());
       return Status::kInvalidUsage;
     }
     out->offered = kProtoRdma;
@@ -514,16 +539,17 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     // already waiting (smr_copy_saved has no SAR entry for an inject message that did not fit).
     // SENDRECV leaves that check to the provider; the RDMA protocol does it itself.
     if (out->offered == kProtoSendRecv && out->provider == "shm")
-      NF_WARN("device %d (%s): SENDRECV on libfabric %u.%u's shm: a message larger than the "
-              "receive NCCL posted for it %s inside the provider instead of failing; the RDMA "
-              "protocol (NCCL_FABRIC_PROTOCOL=auto) checks sizes itself", dev, name.c_str(),
-              FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
-              FI_MAJOR(fi_version()) < 2 ? "hangs" : "can crash the process");
+      NF_WARN(
+          "device %d (%s): SENDRECV on libfabric %u.%u's shm: a message larger than the "
+          "receive NCCL posted for it %s inside the provider instead of failing; the RDMA "
+          "protocol (NCCL_FABRIC_PROTOCOL=auto) checks sizes itself",
+          dev, name.c_str(), FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
+          FI_MAJOR(fi_version()) < 2 ? "hangs" : "can crash the process");
     NF_INFO(kSubsysNet, "device %d (%s): protocol %s (NCCL_FABRIC_PROTOCOL=%s; %s), %d rail(s)",
             dev, name.c_str(), out->offered & kProtoRdma ? "RDMA" : "SENDRECV", want.c_str(),
             !rma_note.empty() ? rma_note.c_str()
-            : rma ? "the provider offers RMA writes with remote CQ data"
-                  : "the provider offers no RMA writes with remote CQ data",
+            : rma             ? "the provider offers RMA writes with remote CQ data"
+                              : "the provider offers no RMA writes with remote CQ data",
             sep->nrails);
   }
   out->sep = sep;

@@ -33,7 +33,7 @@ struct DeviceProps {
   const char* name;
   const char* pci_path;  // NULL when the NIC has none
   uint64_t guid;
-  int ptr_support;       // kPtrHost...
+  int ptr_support;  // kPtrHost...
   int reg_is_global;
   int force_flush;
   int speed_mbps;

@@ -98,13 +98,10 @@ const char* fi_error_hint(int err) {
     case FI_ENETDOWN:
       return "the peer cannot be reached or went away; check that it is alive and, on EFA, that "
              "the security group allows all traffic to and from itself";
-    case FI_ETRUNC:
-      return "a message was larger than the buffer posted for it";
+    case FI_ETRUNC: return "a message was larger than the buffer posted for it";
     case FI_ENOSYS:
-    case FI_EOPNOTSUPP:
-      return "the provider does not support this operation";
-    default:
-      return "";
+    case FI_EOPNOTSUPP: return "the provider does not support this operation";
+    default: return "";
   }
 }
 
@@ -126,8 +123,8 @@ Status fi_fail(const char* call, int rc, const char* context) {
 
 std::string cq_error_text(struct fid_cq* cq, const struct fi_cq_err_entry& e) {
   char prov[256] = "";
-  const char* ptext = cq != nullptr ? fi_cq_strerror(cq, e.prov_errno, e.err_data, prov, sizeof(prov))
-                                    : nullptr;
+  const char* ptext =
+      cq != nullptr ? fi_cq_strerror(cq, e.prov_errno, e.err_data, prov, sizeof(prov)) : nullptr;
   char buf[768];
   snprintf(buf, sizeof(buf), "%s (%s), provider error %d: %s", fi_strerror(e.err),
            fi_errno_name(e.err), e.prov_errno, ptext ? ptext : "(no text)");
@@ -147,10 +144,8 @@ Status status_for_cq_error(int err) {
     case FI_ESHUTDOWN:
     case FI_ENOTCONN:
     case FI_ETIMEDOUT:
-    case FI_ENETDOWN:
-      return Status::kRemoteError;
-    default:
-      return Status::kSystemError;
+    case FI_ENETDOWN: return Status::kRemoteError;
+    default: return Status::kSystemError;
   }
 }
 
@@ -168,10 +163,8 @@ bool is_connection_error(int err, int prov_errno) {
     case ETIMEDOUT:
     case EHOSTUNREACH:
     case ENETUNREACH:
-    case ENETDOWN:
-      return err == FI_EIO || err == FI_EOTHER || err == FI_ECANCELED;
-    default:
-      return false;
+    case ENETDOWN: return err == FI_EIO || err == FI_EOTHER || err == FI_ECANCELED;
+    default: return false;
   }
 }
 

@@ -103,8 +103,7 @@ int find_speed_mbps(const fi_info* info, std::string* source) {
 bool is_loopback_domain(const fi_info* info) {
   const char* dn = info->domain_attr->name;
   if (dn != nullptr && strcmp(dn, "lo") == 0) return true;
-  if (info->src_addr != nullptr && info->addr_format == FI_SOCKADDR_IN &&
-      info->src_addrlen >= 8) {
+  if (info->src_addr != nullptr && info->addr_format == FI_SOCKADDR_IN && info->src_addrlen >= 8) {
     const uint8_t* a = static_cast<const uint8_t*>(info->src_addr);
     return a[4] == 127;  // sin_addr's first byte
   }
@@ -135,9 +134,8 @@ InfoPtr make_hints(const std::string& provider, bool rma, bool hmem) {
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->threading = FI_THREAD_SAFE;
   // Every mode we can honour; the provider keeps what it needs and we obey what it returns.
-  hints->domain_attr->mr_mode =
-      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |
-      (hmem ? FI_MR_HMEM : 0);
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                FI_MR_ENDPOINT | (hmem ? FI_MR_HMEM : 0);
   // Sends with the same tag must match receives in posting order: NCCL's FIFO rule.
   hints->tx_attr->msg_order = FI_ORDER_SAS;
   hints->rx_attr->msg_order = FI_ORDER_SAS;
@@ -181,9 +179,12 @@ std::vector<uint32_t> api_version_ladder(uint32_t cap) {
   uint32_t v = top;
   while (v >= kFiApi117) {
     out.push_back(v);
-    if (FI_MINOR(v) > 0) v = FI_VERSION(FI_MAJOR(v), FI_MINOR(v) - 1);
-    else if (FI_MAJOR(v) == 2) v = kFiApi122;  // 1.22 was the last 1.x
-    else break;
+    if (FI_MINOR(v) > 0)
+      v = FI_VERSION(FI_MAJOR(v), FI_MINOR(v) - 1);
+    else if (FI_MAJOR(v) == 2)
+      v = kFiApi122;  // 1.22 was the last 1.x
+    else
+      break;
   }
   if (out.empty()) out.push_back(kFiApi117);
   return out;
@@ -209,8 +210,10 @@ Status discover_nics(const std::string& wanted, const std::string& domain_filter
   report->clear();
   const std::vector<uint32_t> ladder = api_version_ladder(api_cap);
   std::vector<std::string> candidates;
-  if (!wanted.empty()) candidates.push_back(wanted);
-  else candidates = default_provider_order();
+  if (!wanted.empty())
+    candidates.push_back(wanted);
+  else
+    candidates = default_provider_order();
   const std::set<std::string> domains = split_list(domain_filter);
 
   for (const std::string& prov : candidates) {
@@ -280,8 +283,9 @@ Status discover_nics(const std::string& wanted, const std::string& domain_filter
     // A loopback NIC is useless between hosts: use it only when it is all there is.
     if (found.empty()) found = std::move(loop);
     if (found.empty()) {
-      *report += "'" + prov + "': no domain" +
-                 (domains.empty() ? std::string() : " matching NCCL_FABRIC_DOMAIN=" + domain_filter);
+      *report +=
+          "'" + prov + "': no domain" +
+          (domains.empty() ? std::string() : " matching NCCL_FABRIC_DOMAIN=" + domain_filter);
       continue;
     }
     *report += "'" + prov + "': " + std::to_string(found.size()) + " domain(s), API " +
@@ -311,14 +315,12 @@ Domain::~Domain() {
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
 }
 
-Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out,
-                       bool remote) {
+Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* out, bool remote) {
   return register_memory_spec(dom, ep, buf, len, remote ? FI_REMOTE_WRITE : 0, MemSpec(), out);
 }
 
-Status register_memory_spec(Domain& dom, fid_ep* ep, void* buf, size_t len,
-                            uint64_t remote_access, const MemSpec& spec, MemReg* out,
-                            std::string* quiet) {
+Status register_memory_spec(Domain& dom, fid_ep* ep, void* buf, size_t len, uint64_t remote_access,
+                            const MemSpec& spec, MemReg* out, std::string* quiet) {
   *out = MemReg();
   out->base = reinterpret_cast<uintptr_t>(buf);
   out->len = len;
@@ -432,7 +434,8 @@ void efa_options(fid_ep* ep, const fi_info* info, EpFeatures* f) {
     if (rc == -FI_ENOPROTOOPT && !efa_name) return;
     known = rc != -FI_ENOPROTOOPT;
     f->device_rdma_set = rc == 0;
-    if (rc != 0) f->device_rdma_note = fi_error_text("fi_setopt(FI_OPT_EFA_USE_DEVICE_RDMA=true)", rc);
+    if (rc != 0)
+      f->device_rdma_note = fi_error_text("fi_setopt(FI_OPT_EFA_USE_DEVICE_RDMA=true)", rc);
   }
   int rc = setopt_bool(ep, kFiOptEfaWriteInOrder128, true);
   if (rc == -FI_ENOPROTOOPT && !known && !efa_name) return;
@@ -446,8 +449,7 @@ void efa_options(fid_ep* ep, const fi_info* info, EpFeatures* f) {
 
 }  // namespace
 
-Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size,
-                      std::unique_ptr<Endpoint>* out) {
+Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size, std::unique_ptr<Endpoint>* out) {
   std::unique_ptr<Endpoint> e(new Endpoint());
   e->dom_ = std::move(dom);
   const fi_info* info = e->dom_->info();
@@ -492,9 +494,10 @@ Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size,
     if (f.efa_options) return fi_fail(eq_call, rc, where);
     static std::once_flag once;
     std::call_once(once, [&] {
-      NF_INFO(kSubsysInit | kSubsysNet, "provider '%s' takes no event queue on its endpoints "
-              "(%s): errors that belong to no operation are not seen", info->fabric_attr->prov_name,
-              fi_error_text(eq_call, rc).c_str());
+      NF_INFO(kSubsysInit | kSubsysNet,
+              "provider '%s' takes no event queue on its endpoints "
+              "(%s): errors that belong to no operation are not seen",
+              info->fabric_attr->prov_name, fi_error_text(eq_call, rc).c_str());
     });
   }
   if (e->dom_->forbid_cuda()) {

@@ -58,17 +58,17 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 // One NIC as libfabric presents it: a domain of one provider.
 struct Nic {
-  InfoPtr info;          // a private copy (fi_dupinfo) of the entry we chose for this domain
-  std::string provider;  // e.g. "tcp;ofi_rxm"
-  std::string domain;    // e.g. "rdmap16s27-rdm", "lo"
-  std::string pci_path;  // canonical /sys/devices/... path, or "" when there is none
-  int speed_mbps = 0;    // 0 when unknown, until settle_nic_speeds (core/) fills it
+  InfoPtr info;              // a private copy (fi_dupinfo) of the entry we chose for this domain
+  std::string provider;      // e.g. "tcp;ofi_rxm"
+  std::string domain;        // e.g. "rdmap16s27-rdm", "lo"
+  std::string pci_path;      // canonical /sys/devices/... path, or "" when there is none
+  int speed_mbps = 0;        // 0 when unknown, until settle_nic_speeds (core/) fills it
   std::string speed_source;  // where speed_mbps came from, for the log ("" while unknown)
   uint64_t guid = 0;
   bool loopback = false;
-  bool rma = false;      // FI_RMA writes with remote CQ data of >= 4 bytes: the RDMA protocol works
-  bool rma_read = false;  // FI_READ and FI_REMOTE_READ too: a GPUDirect flush is possible
-  bool hmem = false;     // FI_HMEM granted (asked for only where a CUDA driver is present)
+  bool rma = false;  // FI_RMA writes with remote CQ data of >= 4 bytes: the RDMA protocol works
+  bool rma_read = false;     // FI_READ and FI_REMOTE_READ too: a GPUDirect flush is possible
+  bool hmem = false;         // FI_HMEM granted (asked for only where a CUDA driver is present)
   uint32_t api_version = 0;  // the API version fi_getinfo answered at (fabric_attr->api_version)
   std::string api_refused;   // the newer versions the provider refused first ("" if none)
 };
@@ -159,8 +159,8 @@ struct MemReg {
 // What memory a registration covers, beyond its address.
 struct MemSpec {
   MemKind kind = MemKind::kHost;
-  int device = 0;         // CUDA device ordinal
-  int dmabuf_fd = -1;     // >= 0: register through this DMA-BUF (libfabric 1.20+)
+  int device = 0;      // CUDA device ordinal
+  int dmabuf_fd = -1;  // >= 0: register through this DMA-BUF (libfabric 1.20+)
   uint64_t dmabuf_offset = 0;
 };
 
@@ -172,20 +172,19 @@ Status register_memory(Domain& dom, fid_ep* ep, void* buf, size_t len, MemReg* o
 // The general form: `remote_access` is a mask of FI_REMOTE_WRITE / FI_REMOTE_READ; CUDA memory
 // is always registered (FI_HMEM_CUDA), through its DMA-BUF when spec.dmabuf_fd >= 0.
 // With `quiet`, a failure is described there instead of logged (probes).
-Status register_memory_spec(Domain& dom, fid_ep* ep, void* buf, size_t len,
-                            uint64_t remote_access, const MemSpec& spec, MemReg* out,
-                            std::string* quiet = nullptr);
+Status register_memory_spec(Domain& dom, fid_ep* ep, void* buf, size_t len, uint64_t remote_access,
+                            const MemSpec& spec, MemReg* out, std::string* quiet = nullptr);
 // Closes a registration, or gives a cached one back to its cache.
 void deregister_memory(MemReg* reg);
 
 // What a poll of the completion queue found.
 struct CqError {
-  int err = 0;          // positive FI_E*
-  int prov_errno = 0;   // the provider's own code (tcp and rxm: the socket's errno)
+  int err = 0;         // positive FI_E*
+  int prov_errno = 0;  // the provider's own code (tcp and rxm: the socket's errno)
   void* op_context = nullptr;
   std::string text;
-  bool entry = false;   // an error completion (fi_cq_readerr), not a failure of the queue itself
-  uint64_t flags = 0;   // the error completion's flags, remote CQ data and tag
+  bool entry = false;  // an error completion (fi_cq_readerr), not a failure of the queue itself
+  uint64_t flags = 0;  // the error completion's flags, remote CQ data and tag
   uint64_t data = 0;
   uint64_t tag = 0;
 };
@@ -193,20 +192,20 @@ struct CqError {
 // An error the provider reported on an endpoint's event queue: one that belongs to no operation
 // (EFA: a failed handshake with a peer, an internal packet that could not be sent).
 struct EqError {
-  int err = 0;         // positive FI_E*
+  int err = 0;  // positive FI_E*
   int prov_errno = 0;
-  std::string text;    // the provider's own description (err_data or fi_eq_strerror)
+  std::string text;  // the provider's own description (err_data or fi_eq_strerror)
 };
 
 // What an endpoint of this provider offers beyond the basics, as its options answer
 // (EFA's FI_OPT_EFA_*; other providers answer -FI_ENOPROTOOPT and are not EFA-like).
 struct EpFeatures {
-  bool efa_options = false;   // EFA-like: the provider knows EFA's endpoint options, or is named efa
-  bool eq = false;            // an event queue is bound
-  bool device_rdma_set = false;  // FI_OPT_EFA_USE_DEVICE_RDMA=true accepted
-  std::string device_rdma_note;  // why it was not set ("" when it was)
-  bool write_emulated = false;   // FI_OPT_EFA_EMULATED_WRITE (false where unknown)
-  bool read_emulated = false;    // FI_OPT_EFA_EMULATED_READ
+  bool efa_options = false;  // EFA-like: the provider knows EFA's endpoint options, or is named efa
+  bool eq = false;           // an event queue is bound
+  bool device_rdma_set = false;        // FI_OPT_EFA_USE_DEVICE_RDMA=true accepted
+  std::string device_rdma_note;        // why it was not set ("" when it was)
+  bool write_emulated = false;         // FI_OPT_EFA_EMULATED_WRITE (false where unknown)
+  bool read_emulated = false;          // FI_OPT_EFA_EMULATED_READ
   bool write_in_order_128 = false;     // FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES granted
   bool sendrecv_in_order_128 = false;  // ..._SENDRECV_IN_ORDER_ALIGNED_128_BYTES granted
   std::string in_order_note;           // what the provider answered for each

@@ -7,9 +7,9 @@
 // least the version that introduced it (or the provider answers for itself: an option it does not
 // know gives -FI_ENOPROTOOPT). docs/compatibility.md lists what each version brings.
 #pragma once
+#include <sys/uio.h>
 #include <cstddef>
 #include <cstdint>
-#include <sys/uio.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -20,7 +20,8 @@ namespace nf {
 
 // The API versions whose changes matter to us.
 constexpr uint32_t kFiApi117 = FI_VERSION(1, 17);  // the oldest we build against
-constexpr uint32_t kFiApi118 = FI_VERSION(1, 18);  // CUDA_API_PERMITTED, FI_OPT_EFA_*, EFA RDMA write
+constexpr uint32_t kFiApi118 =
+    FI_VERSION(1, 18);  // CUDA_API_PERMITTED, FI_OPT_EFA_*, EFA RDMA write
 constexpr uint32_t kFiApi120 = FI_VERSION(1, 20);  // FI_MR_DMABUF
 constexpr uint32_t kFiApi122 = FI_VERSION(1, 22);  // EFA queues RMA before the handshake
 constexpr uint32_t kFiDmabufVersion = kFiApi120;
@@ -87,9 +88,9 @@ using FiMrAttrDmabuf = struct fi_mr_attr;
 #else
 struct FiMrDmabuf {
   int fd;
-  uint64_t offset;   // where the registration starts inside the DMA-BUF
+  uint64_t offset;  // where the registration starts inside the DMA-BUF
   size_t len;
-  void* base_addr;   // the virtual address of the DMA-BUF's first byte
+  void* base_addr;  // the virtual address of the DMA-BUF's first byte
 };
 
 // struct fi_mr_attr as libfabric 1.20 lays it out: the 1.17 fields, with the first one a union,

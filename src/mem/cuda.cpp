@@ -56,8 +56,8 @@ void Cuda::load(const std::string& library) {
   get_proc_ = reinterpret_cast<cu::GetProcAddressFn>(dlsym(lib_, "cuGetProcAddress"));
   // The versions are those of the ABI we declared in cuda_api.h.
   init_ = reinterpret_cast<cu::InitFn>(sym("cuInit", 2000, "cuInit"));
-  driver_get_version_ =
-      reinterpret_cast<cu::DriverGetVersionFn>(sym("cuDriverGetVersion", 2020, "cuDriverGetVersion"));
+  driver_get_version_ = reinterpret_cast<cu::DriverGetVersionFn>(
+      sym("cuDriverGetVersion", 2020, "cuDriverGetVersion"));
   get_error_string_ =
       reinterpret_cast<cu::GetErrorStringFn>(sym("cuGetErrorString", 6000, "cuGetErrorString"));
   device_get_count_ =
@@ -78,15 +78,24 @@ void Cuda::load(const std::string& library) {
       sym("cuMemGetHandleForAddressRange", 11070, "cuMemGetHandleForAddressRange"));
 
   const char* missing = nullptr;
-  if (init_ == nullptr) missing = "cuInit";
-  else if (driver_get_version_ == nullptr) missing = "cuDriverGetVersion";
-  else if (device_get_count_ == nullptr) missing = "cuDeviceGetCount";
-  else if (device_get_ == nullptr) missing = "cuDeviceGet";
-  else if (device_get_attribute_ == nullptr) missing = "cuDeviceGetAttribute";
-  else if (ctx_get_current_ == nullptr) missing = "cuCtxGetCurrent";
-  else if (pointer_get_attributes_ == nullptr) missing = "cuPointerGetAttributes";
-  else if (mem_alloc_ == nullptr) missing = "cuMemAlloc";
-  else if (mem_free_ == nullptr) missing = "cuMemFree";
+  if (init_ == nullptr)
+    missing = "cuInit";
+  else if (driver_get_version_ == nullptr)
+    missing = "cuDriverGetVersion";
+  else if (device_get_count_ == nullptr)
+    missing = "cuDeviceGetCount";
+  else if (device_get_ == nullptr)
+    missing = "cuDeviceGet";
+  else if (device_get_attribute_ == nullptr)
+    missing = "cuDeviceGetAttribute";
+  else if (ctx_get_current_ == nullptr)
+    missing = "cuCtxGetCurrent";
+  else if (pointer_get_attributes_ == nullptr)
+    missing = "cuPointerGetAttributes";
+  else if (mem_alloc_ == nullptr)
+    missing = "cuMemAlloc";
+  else if (mem_free_ == nullptr)
+    missing = "cuMemFree";
   if (missing != nullptr) {
     why_ = std::string("CUDA driver ") + path + " lacks " + missing + " (driver too old?)";
     return;
@@ -107,7 +116,9 @@ void Cuda::load(const std::string& library) {
   char buf[160];
   snprintf(buf, sizeof(buf), "CUDA driver %d.%d (%s), %d device(s), entry points via %s",
            driver_version_ / 1000, (driver_version_ % 1000) / 10, path, device_count_,
-           get_proc_v2_ ? "cuGetProcAddress_v2" : get_proc_ ? "cuGetProcAddress" : "dlsym");
+           get_proc_v2_ ? "cuGetProcAddress_v2"
+           : get_proc_  ? "cuGetProcAddress"
+                        : "dlsym");
   why_ = buf;
 }
 
@@ -121,8 +132,8 @@ std::string Cuda::error_text(cu::Result r) const {
 Status Cuda::classify(const void* p, PtrInfo* out) const {
   *out = PtrInfo();
   if (!ok_) return Status::kOk;  // no CUDA: everything is host memory
-  int attrs[] = {cu::kPointerAttrMemoryType, cu::kPointerAttrIsManaged,
-                 cu::kPointerAttrDeviceOrdinal, cu::kPointerAttrBufferId,
+  int attrs[] = {cu::kPointerAttrMemoryType,     cu::kPointerAttrIsManaged,
+                 cu::kPointerAttrDeviceOrdinal,  cu::kPointerAttrBufferId,
                  cu::kPointerAttrRangeStartAddr, cu::kPointerAttrRangeSize};
   unsigned mem_type = 0;
   unsigned managed = 0;  // the driver writes a boolean: zeroed first, any non-zero byte counts

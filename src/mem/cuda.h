@@ -17,8 +17,8 @@ namespace nf {
 
 struct PtrInfo {
   MemKind kind = MemKind::kHost;
-  int device = -1;          // owning device ordinal for CUDA memory
-  uint64_t buffer_id = 0;   // unique per CUDA allocation for the life of the process; 0 for host
+  int device = -1;           // owning device ordinal for CUDA memory
+  uint64_t buffer_id = 0;    // unique per CUDA allocation for the life of the process; 0 for host
   uintptr_t alloc_base = 0;  // the CUDA allocation holding the pointer (0 for host)
   size_t alloc_size = 0;
 };

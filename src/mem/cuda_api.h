@@ -25,12 +25,12 @@ constexpr Result kErrorNotSupported = 801;
 
 // CUpointer_attribute
 constexpr int kPointerAttrContext = 1;
-constexpr int kPointerAttrMemoryType = 2;      // unsigned int: a CUmemorytype, 0 when unknown
-constexpr int kPointerAttrBufferId = 7;        // unsigned long long, unique per allocation
-constexpr int kPointerAttrIsManaged = 8;       // a boolean: read into a zeroed unsigned int
-constexpr int kPointerAttrDeviceOrdinal = 9;   // int
-constexpr int kPointerAttrRangeStartAddr = 11; // CUdeviceptr
-constexpr int kPointerAttrRangeSize = 12;      // size_t
+constexpr int kPointerAttrMemoryType = 2;       // unsigned int: a CUmemorytype, 0 when unknown
+constexpr int kPointerAttrBufferId = 7;         // unsigned long long, unique per allocation
+constexpr int kPointerAttrIsManaged = 8;        // a boolean: read into a zeroed unsigned int
+constexpr int kPointerAttrDeviceOrdinal = 9;    // int
+constexpr int kPointerAttrRangeStartAddr = 11;  // CUdeviceptr
+constexpr int kPointerAttrRangeSize = 12;       // size_t
 
 // CUmemorytype
 constexpr unsigned kMemoryTypeHost = 1;
@@ -57,17 +57,17 @@ constexpr int kGetProcAddressSuccess = 0;
 using GetProcAddressV2Fn = Result (*)(const char* symbol, void** pfn, int cuda_version,
                                       uint64_t flags, int* symbol_status);  // 12.0+
 using GetProcAddressFn = Result (*)(const char* symbol, void** pfn, int cuda_version,
-                                    uint64_t flags);  // 11.3+
-using InitFn = Result (*)(unsigned flags);                                      // cuInit 2000
-using DriverGetVersionFn = Result (*)(int* version);                            // 2020
-using GetErrorStringFn = Result (*)(Result error, const char** str);            // 6000
-using DeviceGetCountFn = Result (*)(int* count);                                // 2000
-using DeviceGetFn = Result (*)(Device* dev, int ordinal);                       // 2000
-using DeviceGetAttributeFn = Result (*)(int* value, int attrib, Device dev);    // 2000
-using CtxGetCurrentFn = Result (*)(Context* ctx);                               // 4000
-using CtxSetCurrentFn = Result (*)(Context ctx);                                // 4000
-using DevicePrimaryCtxRetainFn = Result (*)(Context* ctx, Device dev);          // 7000
-using DevicePrimaryCtxReleaseFn = Result (*)(Device dev);                       // 11000 (_v2)
+                                    uint64_t flags);                          // 11.3+
+using InitFn = Result (*)(unsigned flags);                                    // cuInit 2000
+using DriverGetVersionFn = Result (*)(int* version);                          // 2020
+using GetErrorStringFn = Result (*)(Result error, const char** str);          // 6000
+using DeviceGetCountFn = Result (*)(int* count);                              // 2000
+using DeviceGetFn = Result (*)(Device* dev, int ordinal);                     // 2000
+using DeviceGetAttributeFn = Result (*)(int* value, int attrib, Device dev);  // 2000
+using CtxGetCurrentFn = Result (*)(Context* ctx);                             // 4000
+using CtxSetCurrentFn = Result (*)(Context ctx);                              // 4000
+using DevicePrimaryCtxRetainFn = Result (*)(Context* ctx, Device dev);        // 7000
+using DevicePrimaryCtxReleaseFn = Result (*)(Device dev);                     // 11000 (_v2)
 using PointerGetAttributesFn = Result (*)(unsigned num, int* attributes, void** data,
                                           DevicePtr ptr);                       // 7000
 using MemAllocFn = Result (*)(DevicePtr* dptr, size_t bytes);                   // 3020 (_v2)
@@ -75,7 +75,8 @@ using MemFreeFn = Result (*)(DevicePtr dptr);                                   
 using MemcpyHtoDFn = Result (*)(DevicePtr dst, const void* src, size_t bytes);  // 3020 (_v2)
 using MemcpyDtoHFn = Result (*)(void* dst, DevicePtr src, size_t bytes);        // 3020 (_v2)
 using MemGetHandleForAddressRangeFn = Result (*)(void* handle, DevicePtr dptr, size_t size,
-                                                 int handle_type, unsigned long long flags);  // 11070
+                                                 int handle_type,
+                                                 unsigned long long flags);  // 11070
 
 }  // namespace cu
 }  // namespace nf

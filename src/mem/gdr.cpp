@@ -37,15 +37,16 @@ struct ProbeEp {
     rc = fi_endpoint(dom.domain(), const_cast<fi_info*>(dom.info()), &ep, nullptr);
     if (rc != 0) return fi_error_text("fi_endpoint", rc);
     bool permitted = false;
-    rc = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, kFiOptCudaApiPermitted, &permitted,
-                   sizeof(permitted));
+    rc =
+        fi_setopt(&ep->fid, FI_OPT_ENDPOINT, kFiOptCudaApiPermitted, &permitted, sizeof(permitted));
     if (rc != 0) {
       std::string t = fi_error_text("fi_setopt(FI_OPT_CUDA_API_PERMITTED=false)", rc);
       if (rc == -FI_ENOPROTOOPT)
         return t + ": this libfabric/provider predates the option (libfabric 1.18+)";
-      return t + ": the provider would need CUDA calls of its own (no peer-to-peer GPU access "
-                 "from this NIC: e.g. no GPUDirect RDMA support, FI_EFA_USE_DEVICE_RDMA=0, or the "
-                 "nvidia-peermem/dma-buf kernel support missing)";
+      return t +
+             ": the provider would need CUDA calls of its own (no peer-to-peer GPU access "
+             "from this NIC: e.g. no GPUDirect RDMA support, FI_EFA_USE_DEVICE_RDMA=0, or the "
+             "nvidia-peermem/dma-buf kernel support missing)";
     }
     rc = fi_ep_bind(ep, &av->fid, 0);
     if (rc == 0) rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV);
@@ -82,13 +83,15 @@ GdrReport probe_gdr(const Nic& nic, Domain& dom, const Params& params) {
     return r;
   }
   if (params.get_bool(ParamId::kFlush) && !nic.rma_read) {
-    r.cuda_reason = "provider '" + nic.provider + "' offers no RMA reads for the GPUDirect flush "
+    r.cuda_reason = "provider '" + nic.provider +
+                    "' offers no RMA reads for the GPUDirect flush "
                     "(NCCL_FABRIC_FLUSH=0 lifts this where the GPUs need no flush)";
     return r;
   }
   if (!cuda.has_current_context()) {
-    r.cuda_reason = "no CUDA context is current on the thread that initialised the plugin, so "
-                    "no GPU memory could be probed";
+    r.cuda_reason =
+        "no CUDA context is current on the thread that initialised the plugin, so "
+        "no GPU memory could be probed";
     return r;
   }
   ProbeEp pe;
@@ -121,8 +124,10 @@ GdrReport probe_gdr(const Nic& nic, Domain& dom, const Params& params) {
   deregister_memory(&reg);
   r.cuda = true;
   char buf[512];
-  snprintf(buf, sizeof(buf), "provider '%s' registers GPU memory (FI_HMEM_CUDA, device %d) with "
-           "CUDA calls forbidden to it; %s", nic.provider.c_str(), pi.device, cuda.why().c_str());
+  snprintf(buf, sizeof(buf),
+           "provider '%s' registers GPU memory (FI_HMEM_CUDA, device %d) with "
+           "CUDA calls forbidden to it; %s",
+           nic.provider.c_str(), pi.device, cuda.why().c_str());
   r.cuda_reason = buf;
 
   // DMA-BUF.
@@ -132,9 +137,11 @@ GdrReport probe_gdr(const Nic& nic, Domain& dom, const Params& params) {
   if (params.get_str(ParamId::kDmabuf) == "off") {
     r.dmabuf_reason = "NCCL_FABRIC_DMABUF=off";
   } else if (v < kFiDmabufVersion) {
-    snprintf(buf, sizeof(buf), "libfabric API %u.%u (loaded %u.%u, built against %u.%u) has no "
-             "FI_MR_DMABUF (1.20+)", FI_MAJOR(v), FI_MINOR(v), FI_MAJOR(fi_version()),
-             FI_MINOR(fi_version()), FI_MAJOR_VERSION, FI_MINOR_VERSION);
+    snprintf(buf, sizeof(buf),
+             "libfabric API %u.%u (loaded %u.%u, built against %u.%u) has no "
+             "FI_MR_DMABUF (1.20+)",
+             FI_MAJOR(v), FI_MINOR(v), FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
+             FI_MAJOR_VERSION, FI_MINOR_VERSION);
     r.dmabuf_reason = buf;
   } else if (attr != 1) {
     r.dmabuf_reason = "the GPU does not export DMA-BUFs (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED=" +
@@ -162,8 +169,10 @@ GdrReport probe_gdr(const Nic& nic, Domain& dom, const Params& params) {
 Status check_gpu_buffer(const Domain& dom, void* data, size_t size, int fd, uint64_t offset,
                         const char* who, PtrInfo* info, MemSpec* spec) {
   if (!dom.gdr()) {
-    NF_WARN("%s: GPU memory, but this device does not offer NCCL_PTR_CUDA (GPUDirect RDMA is "
-            "off; the INFO line \"GPUDirect RDMA off\" at init says why)", who);
+    NF_WARN(
+        "%s: GPU memory, but this device does not offer NCCL_PTR_CUDA (GPUDirect RDMA is "
+        "off; the INFO line \"GPUDirect RDMA off\" at init says why)",
+        who);
     return Status::kInternalError;
   }
   Cuda* cuda = Cuda::loaded();
@@ -178,8 +187,10 @@ Status check_gpu_buffer(const Domain& dom, void* data, size_t size, int fd, uint
     return Status::kInvalidArgument;
   }
   if (info->kind == MemKind::kCudaManaged) {
-    NF_WARN("%s: %p is CUDA managed memory, which GPUDirect RDMA cannot register (its pages "
-            "migrate); NCCL copies such buffers instead", who, data);
+    NF_WARN(
+        "%s: %p is CUDA managed memory, which GPUDirect RDMA cannot register (its pages "
+        "migrate); NCCL copies such buffers instead",
+        who, data);
     return Status::kInvalidUsage;
   }
   const uintptr_t a = reinterpret_cast<uintptr_t>(data);
@@ -190,8 +201,10 @@ Status check_gpu_buffer(const Domain& dom, void* data, size_t size, int fd, uint
   }
   if (fd >= 0) {
     if (!dom.gdr_dmabuf()) {
-      NF_WARN("%s: DMA-BUF registration is not offered on this device (no NCCL_PTR_DMABUF; "
-              "the INFO line \"DMA-BUF off\" at init says why)", who);
+      NF_WARN(
+          "%s: DMA-BUF registration is not offered on this device (no NCCL_PTR_DMABUF; "
+          "the INFO line \"DMA-BUF off\" at init says why)",
+          who);
       return Status::kInternalError;
     }
     spec->dmabuf_fd = fd;

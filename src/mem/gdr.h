@@ -10,9 +10,9 @@
 namespace nf {
 
 struct GdrReport {
-  bool cuda = false;     // NCCL_PTR_CUDA: GPU buffers registered with FI_HMEM_CUDA
-  bool dmabuf = false;   // NCCL_PTR_DMABUF: ... also through a DMA-BUF fd
-  std::string cuda_reason;    // why (not), for the log
+  bool cuda = false;        // NCCL_PTR_CUDA: GPU buffers registered with FI_HMEM_CUDA
+  bool dmabuf = false;      // NCCL_PTR_DMABUF: ... also through a DMA-BUF fd
+  std::string cuda_reason;  // why (not), for the log
   std::string dmabuf_reason;
 };
 

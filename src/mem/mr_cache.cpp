@@ -9,7 +9,9 @@ constexpr uintptr_t kPage = 4096;
 
 }  // namespace
 
-void attach_mr_cache(Domain& dom) { dom.attach(std::unique_ptr<DomainAttachment>(new MrCache(&dom))); }
+void attach_mr_cache(Domain& dom) {
+  dom.attach(std::unique_ptr<DomainAttachment>(new MrCache(&dom)));
+}
 MrCache& mr_cache(const Domain& dom) { return *static_cast<MrCache*>(dom.attachment()); }
 void MrEntry::release() {
   if (owner != nullptr) {

@@ -1,5 +1,6 @@
 #include "platform/platform.h"
 
+#include <strings.h>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -9,7 +10,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <strings.h>
 
 #include "util/log.h"
 
@@ -36,9 +36,8 @@ enum Column {
 };
 
 const char* const kColumnNames[kColCount] = {
-    "name",         "efa", "efa_gbps",   "accel",    "accel_model", "nics_per_gpu",
-    "efa_expected", "gdr", "latency_us", "protocol", "ll128",       "sources",
-    "nccl_env"};
+    "name", "efa",        "efa_gbps", "accel", "accel_model", "nics_per_gpu", "efa_expected",
+    "gdr",  "latency_us", "protocol", "ll128", "sources",     "nccl_env"};
 
 std::vector<std::string> split_ws(const std::string& line) {
   std::vector<std::string> out;
@@ -70,8 +69,8 @@ class RowErrors {
   RowErrors(int line, std::string* error) : line_(line), error_(error) {}
   bool fail(const std::string& row, const std::string& what) {
     if (!failed_) {
-      *error_ = "line " + std::to_string(line_) + (row.empty() ? "" : " (" + row + ")") + ": " +
-                what;
+      *error_ =
+          "line " + std::to_string(line_) + (row.empty() ? "" : " (" + row + ")") + ": " + what;
       failed_ = true;
     }
     return false;
@@ -147,8 +146,9 @@ bool parse_row(const std::vector<std::string>& cells, const int (&col)[kColCount
   RowErrors e(line, error);
   const std::string& name = cells[col[kColName]];
   if (!valid_name(name, &r->wildcard))
-    return e.fail(name, "name must be letters, digits, '.', '-', '_', with an optional '*' at "
-                        "the end");
+    return e.fail(name,
+                  "name must be letters, digits, '.', '-', '_', with an optional '*' at "
+                  "the end");
   if (strcasecmp(name.c_str(), "auto") == 0 || strcasecmp(name.c_str(), "none") == 0 ||
       strcasecmp(name.c_str(), "generic") == 0)
     return e.fail(name, "'" + name + "' is reserved (NCCL_FABRIC_PLATFORM values, built-in row)");
@@ -159,8 +159,9 @@ bool parse_row(const std::vector<std::string>& cells, const int (&col)[kColCount
   if (!parse_count(cell(kColEfa), 0, 64, &r->efa_count))
     return e.fail(name, "efa '" + cell(kColEfa) + "' is not '-' or a whole number 0..64");
   if (!parse_count(cell(kColEfaGbps), 1, 100000, &r->efa_gbps))
-    return e.fail(name, "efa_gbps '" + cell(kColEfaGbps) + "' is not '-' or a whole number of "
-                        "Gb/s (1..100000)");
+    return e.fail(name, "efa_gbps '" + cell(kColEfaGbps) +
+                            "' is not '-' or a whole number of "
+                            "Gb/s (1..100000)");
   if (!parse_count(cell(kColAccel), 0, 256, &r->accelerators))
     return e.fail(name, "accel '" + cell(kColAccel) + "' is not '-' or a whole number 0..256");
   r->accelerator_model = cell(kColAccelModel) == "-" ? "" : cell(kColAccelModel);
@@ -169,8 +170,8 @@ bool parse_row(const std::vector<std::string>& cells, const int (&col)[kColCount
   if (r->nics_per_gpu > 0 && r->efa_count >= 0 && r->accelerators > 0) {
     const double ratio = static_cast<double>(r->efa_count) / r->accelerators;
     if (std::fabs(ratio - r->nics_per_gpu) > 1e-9)
-      return e.fail(name, "nics_per_gpu " + cell(kColNicsPerGpu) + " is not efa/accel = " +
-                              cell(kColEfa) + "/" + cell(kColAccel));
+      return e.fail(name, "nics_per_gpu " + cell(kColNicsPerGpu) +
+                              " is not efa/accel = " + cell(kColEfa) + "/" + cell(kColAccel));
   }
 
   const std::string& efa_exp = cell(kColEfaExpected);
@@ -334,8 +335,9 @@ Status parse_platform_table(const std::string& text, std::vector<Platform>* out,
     }
 
     if (cells.size() != ncols) {
-      *error = "line " + std::to_string(line_no) + " (" + cells[0] + "): " +
-               std::to_string(cells.size()) + " columns, the header has " + std::to_string(ncols);
+      *error = "line " + std::to_string(line_no) + " (" + cells[0] +
+               "): " + std::to_string(cells.size()) + " columns, the header has " +
+               std::to_string(ncols);
       return Status::kInvalidArgument;
     }
     Platform row;
@@ -401,9 +403,9 @@ Status choose_platform(const Params& p, PlatformChoice* out, std::string* error)
   } else if (!value.empty() && strcasecmp(value.c_str(), "auto") != 0) {
     const Platform* row = match_platform(table, value);
     if (row == nullptr) {
-      const std::string msg = "NCCL_FABRIC_PLATFORM='" + value +
-                              "' is not a row of the platform table; use auto, none or one of: " +
-                              row_names(table);
+      const std::string msg =
+          "NCCL_FABRIC_PLATFORM='" + value +
+          "' is not a row of the platform table; use auto, none or one of: " + row_names(table);
       NF_WARN("%s", msg.c_str());
       if (error != nullptr) *error = msg;
       return Status::kInvalidUsage;

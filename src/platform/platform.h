@@ -19,11 +19,11 @@ enum class GdrExpect { kNo, kYes, kNotApplicable };
 
 // One row. Numbers are -1 where the table says '-' (unknown, e.g. a wildcard over several sizes).
 struct Platform {
-  std::string name;      // exact DMI product name, or a prefix ending in '*' ("g5.*")
+  std::string name;  // exact DMI product name, or a prefix ending in '*' ("g5.*")
   bool wildcard = false;
-  int efa_count = -1;    // EFA devices
-  int efa_gbps = -1;     // link speed of each EFA, Gb/s
-  int accelerators = -1; // GPUs or other accelerators
+  int efa_count = -1;             // EFA devices
+  int efa_gbps = -1;              // link speed of each EFA, Gb/s
+  int accelerators = -1;          // GPUs or other accelerators
   std::string accelerator_model;  // "H100"; empty when unknown
   double nics_per_gpu = -1;
   bool efa_expected = false;
@@ -33,7 +33,7 @@ struct Platform {
   // EFA grants FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES here (NCCL's LL128 across nodes is then
   // safe): 1 yes, 0 no, -1 unknown.
   int ll128_expected = -1;
-  std::vector<std::string> sources;  // keys of docs/platforms.md#sources
+  std::vector<std::string> sources;                           // keys of docs/platforms.md#sources
   std::vector<std::pair<std::string, std::string>> nccl_env;  // in table order
   int line = 0;  // where the row is in the table; 0 for the built-in generic row
 };

@@ -1,8 +1,8 @@
 // Connection setup for SENDRECV: listen publishes a handle, connect sends a ConnectMsg that
 // proves it holds the handle, accept answers with an AckMsg. Every step is a poll: nothing here
 // blocks, and every wait ends at NCCL_FABRIC_CONNECT_TIMEOUT.
-#include <cstring>
 #include <sys/random.h>
+#include <cstring>
 
 #include "fabric/errors.h"
 #include "proto/connect.h"
@@ -18,7 +18,8 @@ enum ConnectStage { kPostAckRecv = 0, kPostConnect, kWaitReply };
 
 uint64_t random_u64() {
   uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v))) v = now_ns() * 0x9e3779b97f4a7c15ull;
+  if (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v)))
+    v = now_ns() * 0x9e3779b97f4a7c15ull;
   return v;
 }
 
@@ -104,14 +105,16 @@ Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out
 Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
   out->reset();
   if (l.accepted) {
-    NF_WARN("accept called again on a listen comm that already produced its connection (NCCL "
-            "uses one listen comm per connection)");
+    NF_WARN(
+        "accept called again on a listen comm that already produced its connection (NCCL "
+        "uses one listen comm per connection)");
     return Status::kInternalError;
   }
   if (l.started_ns == 0) l.started_ns = now_ns();
   std::lock_guard<std::mutex> lock(l.sep->mu);
   if (l.stage == kPostRecv) {
-    NF_CHECK(ctrl_post(l, false, &l.ctrl->connect, sizeof(ConnectMsg) + sizeof(l.ctrl->connect_slack),
+    NF_CHECK(ctrl_post(l, false, &l.ctrl->connect,
+                       sizeof(ConnectMsg) + sizeof(l.ctrl->connect_slack),
                        ctrl_tag(l.id, kCtrlConnect), &l.ctrl_recv));
     if (l.ctrl_recv != nullptr) l.stage = kWaitConnect;
   }
@@ -135,7 +138,8 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
     std::string why;
     bool bad_version = false;
     if (!got) {
-      NF_WARN("%s: a connection attempt failed before it was read; still waiting", l.peer_name.c_str());
+      NF_WARN("%s: a connection attempt failed before it was read; still waiting",
+              l.peer_name.c_str());
     } else if (!decode_connect(l.ctrl->connect, len, &why, &bad_version)) {
       NF_WARN("%s refused a connection: %s", l.peer_name.c_str(), why.c_str());
       if (bad_version && l.ctrl->connect.addr_len > 0 && l.ctrl->connect.addr_len <= kMaxAddrLen)
@@ -145,14 +149,17 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
               l.peer_name.c_str());
       send_nack(l, AckStatus::kBadToken);
     } else if (l.ctrl->connect.provider_hash != l.handle.provider_hash) {
-      NF_WARN("%s refused a connection from a peer on another libfabric provider; set "
-              "NCCL_FABRIC_PROVIDER the same on every node", l.peer_name.c_str());
+      NF_WARN(
+          "%s refused a connection from a peer on another libfabric provider; set "
+          "NCCL_FABRIC_PROVIDER the same on every node",
+          l.peer_name.c_str());
       send_nack(l, AckStatus::kProviderMismatch);
     } else if ((l.ctrl->connect.proto.protocols & l.offered) == 0) {
-      NF_WARN("%s refused a connection: the peer accepts %s, this side %s; set "
-              "NCCL_FABRIC_PROTOCOL the same on every node (auto works everywhere)",
-              l.peer_name.c_str(), proto_names(l.ctrl->connect.proto.protocols),
-              proto_names(l.offered));
+      NF_WARN(
+          "%s refused a connection: the peer accepts %s, this side %s; set "
+          "NCCL_FABRIC_PROTOCOL the same on every node (auto works everywhere)",
+          l.peer_name.c_str(), proto_names(l.ctrl->connect.proto.protocols),
+          proto_names(l.offered));
       send_nack(l, AckStatus::kNoCommonProtocol);
     } else {
       const ConnectMsg& cm = l.ctrl->connect;
@@ -167,7 +174,8 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       // With GPUDirect, NCCL's receive buffers are GPU memory: an eager message would have to be
       // copied out of a bounce buffer by the CPU, so every message is written by the NIC.
       l.eager_max = l.proto == kProtoRdma && !l.ep->domain().gdr()
-                        ? static_cast<uint32_t>(params.get_int(ParamId::kEagerMax)) : 0;
+                        ? static_cast<uint32_t>(params.get_int(ParamId::kEagerMax))
+                        : 0;
       // Our rail addresses, in our address length: the peer's may differ (shm names carry the
       // process id, so two processes' addresses differ in length when their pids do).
       uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
@@ -221,17 +229,21 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       l.accepted = true;
       NF_INFO(kSubsysNet, "accepted a connection from %s: %s%s", rc->peer_name.c_str(),
               rc->proto == kProtoRdma ? "RDMA" : "SENDRECV",
-              rc->proto == kProtoRdma ? (", " + std::to_string(rc->nrails) + " rail(s), eager up to " +
-                                         std::to_string(rc->eager_max) + " B").c_str() : "");
+              rc->proto == kProtoRdma
+                  ? (", " + std::to_string(rc->nrails) + " rail(s), eager up to " +
+                     std::to_string(rc->eager_max) + " B")
+                        .c_str()
+                  : "");
       *out = std::move(rc);
       return Status::kOk;
     }
   }
 
   if (timed_out(l, params)) {
-    NF_WARN("%s: no peer completed a connection within NCCL_FABRIC_CONNECT_TIMEOUT=%lld s; is the "
-            "peer alive and can it reach this host?", l.peer_name.c_str(),
-            static_cast<long long>(params.get_int(ParamId::kConnectTimeout)));
+    NF_WARN(
+        "%s: no peer completed a connection within NCCL_FABRIC_CONNECT_TIMEOUT=%lld s; is the "
+        "peer alive and can it reach this host?",
+        l.peer_name.c_str(), static_cast<long long>(params.get_int(ParamId::kConnectTimeout)));
     return Status::kRemoteError;
   }
   return Status::kOk;
@@ -245,8 +257,10 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
     return Status::kInternalError;
   }
   if (h.provider_hash != env.prov_hash) {
-    NF_WARN("connect: the peer listens on another libfabric provider than ours (%s); set "
-            "NCCL_FABRIC_PROVIDER the same on every node", env.provider.c_str());
+    NF_WARN(
+        "connect: the peer listens on another libfabric provider than ours (%s); set "
+        "NCCL_FABRIC_PROVIDER the same on every node",
+        env.provider.c_str());
     return Status::kInvalidUsage;
   }
   std::unique_ptr<Comm> c;
@@ -309,11 +323,12 @@ Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
       }
       const ProtoInfo& p = c.ctrl->ack.proto;
       if ((p.protocols & c.offered) == 0 || p.nrails > c.sep->nrails ||
-          p.addr_len != c.handle.addr_len ||
-          (p.protocols == kProtoSendRecv && p.nrails != 1)) {
-        NF_WARN("connect to %s: the listener chose %s with %u rail(s); this side offered %s "
-                "with %d", c.peer_name.c_str(), proto_names(p.protocols), p.nrails,
-                proto_names(c.offered), c.sep->nrails);
+          p.addr_len != c.handle.addr_len || (p.protocols == kProtoSendRecv && p.nrails != 1)) {
+        NF_WARN(
+            "connect to %s: the listener chose %s with %u rail(s); this side offered %s "
+            "with %d",
+            c.peer_name.c_str(), proto_names(p.protocols), p.nrails, proto_names(c.offered),
+            c.sep->nrails);
         return Status::kRemoteError;
       }
       c.proto = p.protocols;
@@ -330,9 +345,10 @@ Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
     }
   }
   if (timed_out(c, params)) {
-    NF_WARN("connect to %s: no answer within NCCL_FABRIC_CONNECT_TIMEOUT=%lld s; is the peer "
-            "alive, and does the network between the hosts allow this traffic?",
-            c.peer_name.c_str(), static_cast<long long>(params.get_int(ParamId::kConnectTimeout)));
+    NF_WARN(
+        "connect to %s: no answer within NCCL_FABRIC_CONNECT_TIMEOUT=%lld s; is the peer "
+        "alive, and does the network between the hosts allow this traffic?",
+        c.peer_name.c_str(), static_cast<long long>(params.get_int(ParamId::kConnectTimeout)));
     return Status::kRemoteError;
   }
   return Status::kOk;

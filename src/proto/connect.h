@@ -12,7 +12,7 @@ struct ConnectEnv {
   const Params* params;
   std::string provider;
   uint32_t prov_hash;
-  uint8_t offered;      // protocols this side accepts on the device (kProto* bits)
+  uint8_t offered;  // protocols this side accepts on the device (kProto* bits)
 };
 
 Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out);

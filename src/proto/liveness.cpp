@@ -39,8 +39,8 @@ int take_tx(Liveness& lv, int owner) {
 
 // Sends tx slot k (already filled, `len` bytes) to addr. False when the provider took nothing.
 bool send_tx(SharedEp& sep, Liveness& lv, int k, size_t len, fi_addr_t addr, int* err) {
-  ssize_t rc = fi_tsend(sep.ep->ep(), &lv.tx[k], len, lv.tx_reg.desc, addr, probe_tag(),
-                        &lv.tx_ops[k]);
+  ssize_t rc =
+      fi_tsend(sep.ep->ep(), &lv.tx[k], len, lv.tx_reg.desc, addr, probe_tag(), &lv.tx_ops[k]);
   if (rc == 0) return true;
   lv.tx_owner[k] = -1;
   *err = static_cast<int>(rc < 0 ? -rc : rc);
@@ -83,8 +83,8 @@ Status live_setup(SharedEp& sep, int64_t timeout_s) {
   lv->tx.reset(new ProbeMsg[kProbeTx]);
   memset(lv->rx.get(), 0, sizeof(ProbeMsg) * kProbeRx);
   memset(lv->tx.get(), 0, sizeof(ProbeMsg) * kProbeTx);
-  NF_CHECK(register_memory(sep.ep->domain(), sep.ep->ep(), lv->rx.get(), sizeof(ProbeMsg) * kProbeRx,
-                           &lv->rx_reg));
+  NF_CHECK(register_memory(sep.ep->domain(), sep.ep->ep(), lv->rx.get(),
+                           sizeof(ProbeMsg) * kProbeRx, &lv->rx_reg));
   Status s = register_memory(sep.ep->domain(), sep.ep->ep(), lv->tx.get(),
                              sizeof(ProbeMsg) * kProbeTx, &lv->tx_reg);
   if (!ok(s)) {
@@ -171,9 +171,10 @@ void peer_failed(SharedEp& sep, fi_addr_t peer, Status s, const std::string& see
   }
   if (ncomms == 0) return;
   ++sep.peer_failures;
-  NF_WARN("peer %s failed: %s; %d connection(s) with it fail, with %d send(s) and %d receive(s) "
-          "pending (NCCL_FABRIC_PEER_TIMEOUT, docs/troubleshooting.md#peer-failure)",
-          name.c_str(), seen.c_str(), ncomms, sends, recvs);
+  NF_WARN(
+      "peer %s failed: %s; %d connection(s) with it fail, with %d send(s) and %d receive(s) "
+      "pending (NCCL_FABRIC_PEER_TIMEOUT, docs/troubleshooting.md#peer-failure)",
+      name.c_str(), seen.c_str(), ncomms, sends, recvs);
 }
 
 void eq_check(SharedEp& sep) {
@@ -185,9 +186,10 @@ void eq_check(SharedEp& sep) {
       if (rc < 0) {
         // The queue itself failed: only the first time is worth a line; nothing is failed for it.
         if (sep.eq_errors == 1)
-          NF_WARN("the event queue of a shared endpoint (%s) failed: %s; errors that belong to no "
-                  "operation may go unseen", sep.rail(rail)->domain().name().c_str(),
-                  err.text.c_str());
+          NF_WARN(
+              "the event queue of a shared endpoint (%s) failed: %s; errors that belong to no "
+              "operation may go unseen",
+              sep.rail(rail)->domain().name().c_str(), err.text.c_str());
         break;
       }
       // The peer the provider names, if it names one of ours.
@@ -213,9 +215,10 @@ void eq_check(SharedEp& sep) {
         for (fi_addr_t a : all) seen = seen || a == c->peer;
         if (!seen) all.push_back(c->peer);
       }
-      NF_WARN("an error that names no peer, on the event queue of %s: %s; every connection on "
-              "the endpoint (%zu peer(s)) fails (docs/troubleshooting.md#eq-error)",
-              sep.rail(rail)->domain().name().c_str(), err.text.c_str(), all.size());
+      NF_WARN(
+          "an error that names no peer, on the event queue of %s: %s; every connection on "
+          "the endpoint (%zu peer(s)) fails (docs/troubleshooting.md#eq-error)",
+          sep.rail(rail)->domain().name().c_str(), err.text.c_str(), all.size());
       for (fi_addr_t a : all) peer_failed(sep, a, Status::kRemoteError, what);
     }
   }

@@ -21,8 +21,8 @@
 
 namespace nf {
 
-constexpr int kProbeRx = 8;    // probe receives kept posted per shared endpoint
-constexpr int kProbeTx = 16;   // pings and pongs in flight per shared endpoint
+constexpr int kProbeRx = 8;                       // probe receives kept posted per shared endpoint
+constexpr int kProbeTx = 16;                      // pings and pongs in flight per shared endpoint
 constexpr uint64_t kKeeperTickNs = 100000000ull;  // the keeper's period
 constexpr uint64_t kKeeperBusyNs = 1000000ull;    // ... while it finds completions to dispatch
 
@@ -31,22 +31,22 @@ struct ProbePeer {
   uint64_t seq = 0;                  // pings sent
   uint64_t first_unanswered_ns = 0;  // the oldest ping sent since the last answer; 0: none
   uint64_t last_ping_ns = 0;
-  bool tx_busy = false;              // its last ping is still in the provider
-  bool pending = false;              // scratch: requests are pending toward it
-  uint64_t events = 0;               // scratch: completions of its comms, summed
-  uint64_t last_events = 0;          // ... at the previous check: any change is a sign of life
+  bool tx_busy = false;      // its last ping is still in the provider
+  bool pending = false;      // scratch: requests are pending toward it
+  uint64_t events = 0;       // scratch: completions of its comms, summed
+  uint64_t last_events = 0;  // ... at the previous check: any change is a sign of life
 };
 
 struct Liveness {
-  uint64_t timeout_ns = 0;   // 0: never probe (pings of others are still answered)
-  uint64_t interval_ns = 0;  // between pings to one peer
+  uint64_t timeout_ns = 0;         // 0: never probe (pings of others are still answered)
+  uint64_t interval_ns = 0;        // between pings to one peer
   std::unique_ptr<ProbeMsg[]> rx;  // kProbeRx
   std::unique_ptr<ProbeMsg[]> tx;  // kProbeTx
   MemReg rx_reg, tx_reg;
   OpCtx rx_ops[kProbeRx];
   bool rx_posted[kProbeRx] = {};
   OpCtx tx_ops[kProbeTx];
-  int tx_owner[kProbeTx];    // -1 free, -2 a pong, else the peer index of a ping
+  int tx_owner[kProbeTx];  // -1 free, -2 a pong, else the peer index of a ping
   std::vector<ProbePeer> peers;
   uint8_t self[kMaxAddrLen];
   size_t self_len = 0;

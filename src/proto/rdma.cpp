@@ -22,7 +22,7 @@ int parse_fault(const std::string& s) {
 }
 
 // The first protocol problem of a comm is a WARN, later ones INFO.
-#define RDMA_LOG(c, ...)                                                                      \
+#define RDMA_LOG(c, ...)                                                                         \
   log_message((c).rdma->warned++ == 0 ? LogLevel::kWarn : LogLevel::kInfo, kSubsysNet, __FILE__, \
               __LINE__, __VA_ARGS__)
 
@@ -129,8 +129,10 @@ void deliver_eager(Request* r, int i, Request* b) {
   const size_t len = b->sizes[0];
   if (r->state != ReqState::kPending) return;  // failed already: nothing lands
   if (r->entry_done[i] || r->chunks_got[i] != 0) {
-    RDMA_LOG(c, "eager message %u of tag %d from %s lands in a buffer already written: the "
-             "receive fails", r->index[i], static_cast<int32_t>(r->tags[i]), c.peer_name.c_str());
+    RDMA_LOG(c,
+             "eager message %u of tag %d from %s lands in a buffer already written: the "
+             "receive fails",
+             r->index[i], static_cast<int32_t>(r->tags[i]), c.peer_name.c_str());
     fail_recv(r, Status::kRemoteError);
     return;
   }
@@ -170,11 +172,17 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
     e.size = r->caps[i];
     const uintptr_t a = reinterpret_cast<uintptr_t>(r->bufs[i]);
     e.addr = mh != nullptr ? a - mh->reg.remote_base : 0;
-    for (int k = 0; k < kMaxRails; ++k) e.key[k] = mh != nullptr && k < c.nrails ? mh->rail_reg(k).key : 0;
+    for (int k = 0; k < kMaxRails; ++k)
+      e.key[k] = mh != nullptr && k < c.nrails ? mh->rail_reg(k).key : 0;
   }
   switch (rd.cts_fault) {
-    case kFaultAddr: for (int i = 0; i < r->n; ++i) m.e[i].addr += 1ull << 40; break;
-    case kFaultKey: for (int i = 0; i < r->n; ++i) for (int k = 0; k < c.nrails; ++k) m.e[i].key[k] ^= 0x5a5a5a5a; break;
+    case kFaultAddr:
+      for (int i = 0; i < r->n; ++i) m.e[i].addr += 1ull << 40;
+      break;
+    case kFaultKey:
+      for (int i = 0; i < r->n; ++i)
+        for (int k = 0; k < c.nrails; ++k) m.e[i].key[k] ^= 0x5a5a5a5a;
+      break;
     default: break;
   }
   CtsWire& w = rd.cts_tx[c.pool->index_of(r)];
@@ -272,17 +280,20 @@ void on_eager(Request* b, const fi_cq_tagged_entry& e) {
     if (find_buffer(rd, tag, index, &r, &i)) {
       deliver_eager(r, i, b);
     } else if (not_posted_yet(rd, tag, index) && too_far_ahead(rd, tag, index)) {
-      RDMA_LOG(c, "eager message %u of tag %d from %s is %u messages ahead of the receives "
-               "posted (at most %u): the connection fails", index, tag, c.peer_name.c_str(),
-               index - rd.posted.count(tag), kMaxAhead);
+      RDMA_LOG(c,
+               "eager message %u of tag %d from %s is %u messages ahead of the receives "
+               "posted (at most %u): the connection fails",
+               index, tag, c.peer_name.c_str(), index - rd.posted.count(tag), kMaxAhead);
       comm_fail(c, Status::kRemoteError, "a peer's message far ahead of every receive");
     } else if (not_posted_yet(rd, tag, index)) {
       // Its receive is not posted yet: the message waits in this bounce buffer.
       rd.held[rd.n_held++] = b;
       return;
     } else {
-      RDMA_LOG(c, "eager message %u of tag %d from %s belongs to no receive (already complete or "
-               "failed): dropped", index, tag, c.peer_name.c_str());
+      RDMA_LOG(c,
+               "eager message %u of tag %d from %s belongs to no receive (already complete or "
+               "failed): dropped",
+               index, tag, c.peer_name.c_str());
     }
   }
   if (!ok(post_persistent(c, b))) b->state = ReqState::kError;
@@ -314,8 +325,7 @@ bool check_cts(Comm& c, const void* buf, size_t len, CtsMsg* out, std::string* w
     return false;
   }
   if (m.h.nrails != c.nrails) {
-    snprintf(text, sizeof(text), "keys for %u rails (the connection has %d)", m.h.nrails,
-             c.nrails);
+    snprintf(text, sizeof(text), "keys for %u rails (the connection has %d)", m.h.nrails, c.nrails);
     *why = text;
     return false;
   }
@@ -528,8 +538,10 @@ void rdma_retry_reposts(Comm& c) {
 
 void rdma_on_persistent(Request* r, const fi_cq_tagged_entry& e) {
   if (r->comm->closing) return;
-  if (r->type == ReqType::kEagerRecv) on_eager(r, e);
-  else on_cts(r, e);
+  if (r->type == ReqType::kEagerRecv)
+    on_eager(r, e);
+  else
+    on_cts(r, e);
 }
 
 void rdma_on_persistent_error(Request* r) {
@@ -544,15 +556,18 @@ void rdma_on_cts_sent(Request* r) { maybe_finish_recv(r); }
 void rdma_fail_recv(Request* r, Status s) { fail_recv(r, s); }
 
 void rdma_on_cts_failed(Request* r, Status s) {
-  if (r->state == ReqState::kPending) fail_recv(r, s);
-  else maybe_finish_recv(r);  // complete already (eagerly): only the CTS's accounting is left
+  if (r->state == ReqState::kPending)
+    fail_recv(r, s);
+  else
+    maybe_finish_recv(r);  // complete already (eagerly): only the CTS's accounting is left
 }
 
 void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   const Imm i = imm_decode(e.data);
   if (i.slot >= sep.slot_req.size() || sep.slot_req[i.slot] == nullptr ||
       (sep.slot_gen[i.slot] & kMaxGen) != i.gen) {
-    NF_INFO(kSubsysNet, "a write with immediate data 0x%llx names no receive in progress "
+    NF_INFO(kSubsysNet,
+            "a write with immediate data 0x%llx names no receive in progress "
             "(late, or not from this protocol): ignored",
             static_cast<unsigned long long>(e.data));
     return;
@@ -562,11 +577,14 @@ void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   ++c.events;
   const size_t len = sep.wide_imm ? static_cast<size_t>(e.data >> 32) : e.len;
   const char* bad = nullptr;
-  if (i.entry >= r->n) bad = "names a buffer the receive does not have";
-  else if (r->entry_done[i.entry]) bad = "lands in a buffer already complete";
+  if (i.entry >= r->n)
+    bad = "names a buffer the receive does not have";
+  else if (r->entry_done[i.entry])
+    bad = "lands in a buffer already complete";
   else if (r->chunks_expected[i.entry] != 0 && r->chunks_expected[i.entry] != i.nchunks)
     bad = "disagrees on the number of pieces";
-  else if (r->sizes[i.entry] + len > r->caps[i.entry]) bad = "overflows the buffer";
+  else if (r->sizes[i.entry] + len > r->caps[i.entry])
+    bad = "overflows the buffer";
   if (bad != nullptr) {
     RDMA_LOG(c, "a write from %s %s (immediate 0x%llx): the receive fails", c.peer_name.c_str(),
              bad, static_cast<unsigned long long>(e.data));
@@ -606,9 +624,9 @@ Status rdma_post_writes(Comm& c, Request* r) {
     MemHandle* mh = r->mhs[0];
     void* desc = mh != nullptr ? mh->rail_reg(rail).desc : nullptr;
     const uint64_t data = sep.wide_imm ? (static_cast<uint64_t>(len) << 32) | r->imm : r->imm;
-    ssize_t rc = fi_writedata(sep.rail(rail)->ep(), static_cast<uint8_t*>(r->bufs[0]) + off, len,
-                              desc, data, c.peer_rail[rail], r->raddr + off, r->rkeys[rail],
-                              &r->ops[k]);
+    ssize_t rc =
+        fi_writedata(sep.rail(rail)->ep(), static_cast<uint8_t*>(r->bufs[0]) + off, len, desc, data,
+                     c.peer_rail[rail], r->raddr + off, r->rkeys[rail], &r->ops[k]);
     if (rc == -FI_EAGAIN) return Status::kOk;
     if (rc != 0) {
       Status s = fi_fail("fi_writedata", static_cast<int>(rc), c.peer_name.c_str());
@@ -640,7 +658,8 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   }
   uint32_t* count = rd.sent.get(tag);
   if (count == nullptr) {
-    NF_WARN("isend to %s: more than %d distinct tags on one connection", c.peer_name.c_str(), kMaxTags);
+    NF_WARN("isend to %s: more than %d distinct tags on one connection", c.peer_name.c_str(),
+            kMaxTags);
     return Status::kInvalidUsage;
   }
   const uint32_t index = *count;  // this is message `index` of its tag
@@ -715,8 +734,8 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   if (chunk == 0) chunk = 128;
   nchunks = size == 0 ? 1 : (size + chunk - 1) / chunk;
   if (nchunks > static_cast<size_t>(kMaxGroup)) {
-    NF_WARN("isend of %zu bytes to %s needs %zu writes of at most %zu bytes; the most is %d",
-            size, c.peer_name.c_str(), nchunks, max_write, kMaxGroup);
+    NF_WARN("isend of %zu bytes to %s needs %zu writes of at most %zu bytes; the most is %d", size,
+            c.peer_name.c_str(), nchunks, max_write, kMaxGroup);
     return Status::kInvalidUsage;
   }
   Request* r = take_request(c, ReqType::kSend, static_cast<int>(nchunks));
@@ -773,9 +792,10 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
       need_cts = rd.rts[k].tag == tags[i] && rd.rts[k].index == index[i];
   for (int i = 0; need_cts && i < n; ++i) {
     if (sizes[i] > 0 && mhs[i] == nullptr) {
-      NF_WARN("irecv from %s: buffer %d (%zu bytes) is not registered; the RDMA protocol needs "
-              "an mhandle from regMr for buffers above NCCL_FABRIC_EAGER_MAX",
-              c.peer_name.c_str(), i, sizes[i]);
+      NF_WARN(
+          "irecv from %s: buffer %d (%zu bytes) is not registered; the RDMA protocol needs "
+          "an mhandle from regMr for buffers above NCCL_FABRIC_EAGER_MAX",
+          c.peer_name.c_str(), i, sizes[i]);
       return Status::kInvalidUsage;
     }
   }
@@ -821,7 +841,9 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
     Request* b = rd.held[k];
     int i = 0;
     for (; i < n; ++i)
-      if (static_cast<int32_t>(r->tags[i]) == static_cast<int32_t>(b->imm) && r->index[i] == b->index[0]) break;
+      if (static_cast<int32_t>(r->tags[i]) == static_cast<int32_t>(b->imm) &&
+          r->index[i] == b->index[0])
+        break;
     if (i < n) {
       rd.held[k] = rd.held[--rd.n_held];
       deliver_eager(r, i, b);

@@ -21,10 +21,10 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
 // Completion dispatch (comm_progress).
 void rdma_on_persistent(Request* r, const fi_cq_tagged_entry& e);  // eager bounce or CTS buffer
 void rdma_on_persistent_error(Request* r);
-void rdma_on_cts_sent(Request* r);                                 // a receive's CTS send
-void rdma_on_cts_failed(Request* r, Status s);                     // ... failed
-void rdma_fail_recv(Request* r, Status s);  // a pending receive fails: it stops taking writes
-void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e);     // a peer's write landed
+void rdma_on_cts_sent(Request* r);              // a receive's CTS send
+void rdma_on_cts_failed(Request* r, Status s);  // ... failed
+void rdma_fail_recv(Request* r, Status s);      // a pending receive fails: it stops taking writes
+void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e);  // a peer's write landed
 // A peer's write failed to land (an error completion with its immediate data): fails the receive
 // it names. False when it names none.
 bool rdma_on_write_error(SharedEp& sep, const CqError& err);

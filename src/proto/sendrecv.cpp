@@ -102,8 +102,10 @@ Status post_recvs(Comm& c, Request* r) {
 
 void defer(Comm& c, Request* r) {
   r->next_deferred = nullptr;
-  if (c.deferred_tail) c.deferred_tail->next_deferred = r;
-  else c.deferred_head = r;
+  if (c.deferred_tail)
+    c.deferred_tail->next_deferred = r;
+  else
+    c.deferred_head = r;
   c.deferred_tail = r;
 }
 
@@ -185,12 +187,13 @@ void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
   const bool conn = is_connection_error(err.err, err.prov_errno);
   const Status s = conn ? Status::kRemoteError : status_for_cq_error(err.err);
   const char* hint = fi_error_hint(err.err);
-  const char* what = r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ? "send" : "receive";
+  const char* what =
+      r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ? "send" : "receive";
   // One WARN per comm says what happened, the rest is INFO.
   const LogLevel level = c.errors_logged++ == 0 && !conn ? LogLevel::kWarn : LogLevel::kInfo;
   log_message(level, kSubsysNet, __FILE__, __LINE__, "%s to/from %s failed: %s%s%s", what,
-          c.peer_name.empty() ? "peer" : c.peer_name.c_str(), err.text.c_str(),
-          hint[0] ? "; " : "", hint);
+              c.peer_name.empty() ? "peer" : c.peer_name.c_str(), err.text.c_str(),
+              hint[0] ? "; " : "", hint);
   if (conn && c.peer != FI_ADDR_UNSPEC) {
     // The provider may have said why on the event queue (EFA: a failed handshake, written before
     // the operations it fails): its account names the peer better than this error does.
@@ -256,7 +259,8 @@ constexpr size_t kSlotQuarantine = 1024;
 
 Status SharedEp::alloc_slot(Request* r) {
   uint32_t s;
-  if (free_slots.size() > kSlotQuarantine || (slot_req.size() >= kMaxSlots && !free_slots.empty())) {
+  if (free_slots.size() > kSlotQuarantine ||
+      (slot_req.size() >= kMaxSlots && !free_slots.empty())) {
     s = free_slots.front();
     free_slots.pop_front();
   } else if (slot_req.size() < kMaxSlots) {
@@ -277,7 +281,8 @@ void SharedEp::free_slot(Request* r) {
   const uint32_t s = r->slot;
   if (s >= slot_req.size() || slot_req[s] != r) return;
   slot_req[s] = nullptr;
-  slot_gen[s] = static_cast<uint16_t>((slot_gen[s] + 1) & kMaxGen);  // a late write no longer matches
+  slot_gen[s] =
+      static_cast<uint16_t>((slot_gen[s] + 1) & kMaxGen);  // a late write no longer matches
   free_slots.push_back(s);
 }
 
@@ -342,12 +347,14 @@ SharedEp::~SharedEp() {
     int ops = 0;
     for (auto& z : zombies) ops += z->in_flight;
     if (ops > 0)
-      NF_WARN("finalize: %d operation(s) of closed comms are still in the provider; their endpoint "
-              "and buffers are left open until the process exits rather than closed under them",
-              ops);
+      NF_WARN(
+          "finalize: %d operation(s) of closed comms are still in the provider; their endpoint "
+          "and buffers are left open until the process exits rather than closed under them",
+          ops);
     else
-      NF_WARN("finalize: a peer of this endpoint failed; the endpoint is left open until the "
-              "process exits rather than closed under a broken connection");
+      NF_WARN(
+          "finalize: a peer of this endpoint failed; the endpoint is left open until the "
+          "process exits rather than closed under a broken connection");
     KeptEndpoints& k = kept_endpoints();
     std::lock_guard<std::mutex> lock(k.mu);
     for (auto& e : more) k.eps.push_back(std::move(e));
@@ -493,13 +500,17 @@ bool Comm::close_wait() {
     const double waited = static_cast<double>(now_ns() - start) / 1e9;
     if (ok(failed) && !sep->kept_warned) {
       sep->kept_warned = true;
-      NF_WARN("comm with %s closed with operations the provider did not give back within %.1f s "
-              "(NCCL_FABRIC_PEER_TIMEOUT): the peer is alive but did not complete them; their "
-              "registrations and the endpoint are kept until it does, but the provider may still "
-              "write into buffers NCCL frees", peer_name.c_str(), waited);
+      NF_WARN(
+          "comm with %s closed with operations the provider did not give back within %.1f s "
+          "(NCCL_FABRIC_PEER_TIMEOUT): the peer is alive but did not complete them; their "
+          "registrations and the endpoint are kept until it does, but the provider may still "
+          "write into buffers NCCL frees",
+          peer_name.c_str(), waited);
     } else {
-      NF_INFO(kSubsysNet, "comm with %s closed after %.1f s with operations still in the provider; "
-              "its registrations are kept until they come back", peer_name.c_str(), waited);
+      NF_INFO(kSubsysNet,
+              "comm with %s closed after %.1f s with operations still in the provider; "
+              "its registrations are kept until they come back",
+              peer_name.c_str(), waited);
     }
   }
   return busy;
@@ -645,8 +656,10 @@ void route_stray_error(SharedEp& sep, const CqError& err) {
     if (any) return;
   }
   if (sep.stray_errors++ == 0)
-    NF_WARN("an error completion that belongs to no operation of this process (flags 0x%llx): %s; "
-            "no comm is failed for it", static_cast<unsigned long long>(err.flags), err.text.c_str());
+    NF_WARN(
+        "an error completion that belongs to no operation of this process (flags 0x%llx): %s; "
+        "no comm is failed for it",
+        static_cast<unsigned long long>(err.flags), err.text.c_str());
 }
 
 }  // namespace
@@ -670,8 +683,10 @@ Status sep_progress(SharedEp& sep) {
           continue;
         }
         // The queue itself failed: every comm of the endpoint is affected, whoever polled it.
-        NF_WARN("the completion queue of a shared endpoint (%s) failed: %s; every connection on it "
-                "fails", ep->domain().name().c_str(), err.text.c_str());
+        NF_WARN(
+            "the completion queue of a shared endpoint (%s) failed: %s; every connection on it "
+            "fails",
+            ep->domain().name().c_str(), err.text.c_str());
         sep.failed = Status::kSystemError;
         return sep.failed;
       }
@@ -724,13 +739,17 @@ bool comm_pending(const Comm& c, int* sends, int* recvs) {
   const bool closing = c.close_waiting;
   c.pool->for_each([&](Request* r) {
     if (r->state == ReqState::kFree) return;
-    if (r->type != ReqType::kSend && r->type != ReqType::kRecv && r->type != ReqType::kFlush) return;
-    const bool waiting = closing ? r->in_flight > 0 || (r->type == ReqType::kRecv && r->slot != UINT32_MAX &&
-                                                         c.proto == kProtoRdma && r->state == ReqState::kPending)
-                                 : r->state == ReqState::kPending && r->magic == kReqMagic;
+    if (r->type != ReqType::kSend && r->type != ReqType::kRecv && r->type != ReqType::kFlush)
+      return;
+    const bool waiting =
+        closing ? r->in_flight > 0 || (r->type == ReqType::kRecv && r->slot != UINT32_MAX &&
+                                       c.proto == kProtoRdma && r->state == ReqState::kPending)
+                : r->state == ReqState::kPending && r->magic == kReqMagic;
     if (!waiting) return;
-    if (r->type == ReqType::kSend) ++ps;
-    else ++pr;
+    if (r->type == ReqType::kSend)
+      ++ps;
+    else
+      ++pr;
   });
   // An isend NCCL keeps retrying because no clear-to-send has come for its message yet.
   if (c.rdma && c.rdma->wait_valid && !closing &&
@@ -745,9 +764,9 @@ Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Reques
   *out = nullptr;
   Request* r = take_request(c, send ? ReqType::kCtrlSend : ReqType::kCtrlRecv, 1);
   if (r == nullptr) return Status::kInternalError;
-  ssize_t rc = send ? fi_tsend(c.ep->ep(), buf, len, c.ctrl_reg.desc, c.peer, tag, &r->ops[0])
-                    : fi_trecv(c.ep->ep(), buf, len, c.ctrl_reg.desc, FI_ADDR_UNSPEC, tag, 0,
-                               &r->ops[0]);
+  ssize_t rc =
+      send ? fi_tsend(c.ep->ep(), buf, len, c.ctrl_reg.desc, c.peer, tag, &r->ops[0])
+           : fi_trecv(c.ep->ep(), buf, len, c.ctrl_reg.desc, FI_ADDR_UNSPEC, tag, 0, &r->ops[0]);
   if (rc == -FI_EAGAIN) {
     request_release(r);
     return comm_progress(c);  // *out stays NULL: try again on the next call
@@ -877,22 +896,22 @@ Status sr_test(Request* r, int* done, int* sizes) {
     Status s = comm_progress(c);
     if (ok(s)) s = c.failed;
     if (!ok(s) && r->state == ReqState::kPending) {
-      if (r->type == ReqType::kRecv && c.proto == kProtoRdma) rdma_fail_recv(r, s);
-      else fail_request(r, s);
+      if (r->type == ReqType::kRecv && c.proto == kProtoRdma)
+        rdma_fail_recv(r, s);
+      else
+        fail_request(r, s);
     }
   }
   switch (r->state) {
-    case ReqState::kPending:
-      *done = 0;
-      return Status::kOk;
+    case ReqState::kPending: *done = 0; return Status::kOk;
     case ReqState::kDone:
       *done = 1;
       if (sizes != nullptr) {
         // NCCL passes one int for a send: an RDMA send's n counts its writes, not buffers.
         const int nsizes = r->type == ReqType::kSend ? 1 : r->n;
         for (int i = 0; i < nsizes; ++i)
-          sizes[i] = r->sizes[i] > static_cast<size_t>(INT_MAX) ? INT_MAX
-                                                                : static_cast<int>(r->sizes[i]);
+          sizes[i] =
+              r->sizes[i] > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(r->sizes[i]);
       }
       request_release(r);
       return Status::kOk;
@@ -919,8 +938,8 @@ Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const Me
     remote |= FI_REMOTE_READ;
   for (int r = 0; r < (rdma ? c.nrails : 1); ++r) {
     Endpoint* ep = c.sep->rail(r);
-    Status s = mr_cache(ep->domain()).acquire(ep->ep(), data, size, remote, info, spec,
-                                               &mh->rail_reg(r));
+    Status s =
+        mr_cache(ep->domain()).acquire(ep->ep(), data, size, remote, info, spec, &mh->rail_reg(r));
     if (!ok(s)) {
       mh->deregister();  // the rails before this one (the others hold nothing)
       return s;
@@ -930,7 +949,6 @@ Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const Me
   *out = mh.release();
   return Status::kOk;
 }
-
 
 Status sr_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
   *out = nullptr;
@@ -965,8 +983,10 @@ Status sr_dereg_mr(Comm& c, MemHandle* mh) {
     // NCCL deregisters before it closes, also after an abort with receives still posted into this
     // memory. Closing the registration under them would let the NIC write into memory that is
     // about to be freed: it goes when the comm closes, after its operations are reaped.
-    NF_INFO(kSubsysNet, "deregMr of memory still used by %d operation(s) with %s: released when "
-            "the comm closes", mh->uses.load(std::memory_order_relaxed), c.peer_name.c_str());
+    NF_INFO(kSubsysNet,
+            "deregMr of memory still used by %d operation(s) with %s: released when "
+            "the comm closes",
+            mh->uses.load(std::memory_order_relaxed), c.peer_name.c_str());
     // The handle stays too: a completion dispatched by another comm's progress still counts on it.
     // Its registrations are never shared again: NCCL frees the memory next.
     mr_cache_retire(mh->reg.cached);

@@ -5,9 +5,9 @@
 // progress threads both reach the shared completion queue, so everything that posts to it, reads
 // it or touches a request pool holds SharedEp::mu.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -24,8 +24,8 @@
 
 namespace nf {
 
-constexpr int kMaxGroup = 8;          // largest grouped receive
-constexpr int kMaxRequests = 32;      // NCCL_NET_MAX_REQUESTS
+constexpr int kMaxGroup = 8;      // largest grouped receive
+constexpr int kMaxRequests = 32;  // NCCL_NET_MAX_REQUESTS
 constexpr uint32_t kReqMagic = 0x52514e46u;
 constexpr uint32_t kCommMagic = 0x434d4e46u;
 constexpr uint32_t kMrMagic = 0x524d4e46u;
@@ -50,15 +50,15 @@ enum class ReqType : uint8_t { kSend, kRecv, kCtrlSend, kCtrlRecv, kEagerRecv, k
 enum class ReqState : uint8_t { kFree, kPending, kDone, kError };
 
 struct Request {
-  uint32_t magic;           // kReqMagic while it belongs to the caller
+  uint32_t magic;  // kReqMagic while it belongs to the caller
   ReqType type;
   ReqState state;
-  bool abandoned;           // failed and reported; returns to the pool once nothing is in flight
-  bool zombie;              // its comm closed with this still in flight: completions only count
-  Zombie* zowner;           // ... and what its comm left behind (counted down to free it)
-  uint8_t n;                // operations in this request (grouped receive: up to kMaxGroup)
-  uint8_t posted;           // operations handed to the provider so far
-  uint8_t in_flight;        // posted and not completed
+  bool abandoned;     // failed and reported; returns to the pool once nothing is in flight
+  bool zombie;        // its comm closed with this still in flight: completions only count
+  Zombie* zowner;     // ... and what its comm left behind (counted down to free it)
+  uint8_t n;          // operations in this request (grouped receive: up to kMaxGroup)
+  uint8_t posted;     // operations handed to the provider so far
+  uint8_t in_flight;  // posted and not completed
   Status error;
   Comm* comm;
   Request* next_deferred;   // grouped receives whose operations are not all posted yet
@@ -73,8 +73,8 @@ struct Request {
   // expected and seen. Send: the rail and length of each posted write.
   uint32_t slot;
   uint16_t gen;
-  uint8_t entries_left;     // buffers of the group not complete yet
-  bool mrs_counted;         // holds a use of each buffer's registration until it stops taking writes
+  uint8_t entries_left;  // buffers of the group not complete yet
+  bool mrs_counted;      // holds a use of each buffer's registration until it stops taking writes
   uint32_t index[kMaxGroup];  // per buffer: its per-tag index (eager bounce: the message's, in [0])
   uint8_t chunks_expected[kMaxGroup];
   uint8_t chunks_got[kMaxGroup];
@@ -84,7 +84,7 @@ struct Request {
   // Send: posting not finished (-FI_EAGAIN part way): the rest of the writes.
   uint64_t raddr;
   uint64_t rkeys[4];
-  uint32_t imm;             // eager bounce holding a message: its NCCL tag
+  uint32_t imm;  // eager bounce holding a message: its NCCL tag
   size_t chunk;
 };
 
@@ -94,7 +94,7 @@ enum class CommRole : uint8_t { kListen, kSend, kRecv };
 struct MemHandle {
   uint32_t magic;
   Comm* comm;
-  MemReg reg;                // rail 0
+  MemReg reg;                  // rail 0
   MemReg more[kMaxRails - 1];  // rails 1.. (RDMA protocol)
   MemReg& rail_reg(int r) { return r == 0 ? reg : more[r - 1]; }
   // Closes (or gives back to the cache) its registration on every rail.
@@ -117,12 +117,12 @@ struct CtrlBuf {
 };
 
 // ---- RDMA protocol state of a comm (rdma.cpp) -------------------------------------------------
-constexpr int kEagerBufs = 16;       // receiver: bounce buffers kept posted
-constexpr int kCtsBufs = 32;         // sender: clear-to-send receives kept posted
-constexpr int kGroupRing = 64;       // sender: groups announced and not fully sent
+constexpr int kEagerBufs = 16;  // receiver: bounce buffers kept posted
+constexpr int kCtsBufs = 32;    // sender: clear-to-send receives kept posted
+constexpr int kGroupRing = 64;  // sender: groups announced and not fully sent
 constexpr int kActiveRecvs = kMaxRequests + 2;
-constexpr int kMaxTags = 128;        // distinct NCCL tags on one connection
-constexpr int kPendingRts = 64;      // receiver: notices for buffers not posted yet
+constexpr int kMaxTags = 128;    // distinct NCCL tags on one connection
+constexpr int kPendingRts = 64;  // receiver: notices for buffers not posted yet
 
 // Per NCCL tag, how many messages were sent (sender) or buffers posted (receiver) with it: the
 // k-th message of tag t goes to the k-th buffer of tag t (docs/protocol.md, "Matching").
@@ -155,7 +155,7 @@ struct TagCounts {
 struct SendGroup {
   uint8_t n;
   uint16_t gen;
-  uint8_t used;   // bit i: entry i has been sent (written, or eagerly before the CTS came)
+  uint8_t used;  // bit i: entry i has been sent (written, or eagerly before the CTS came)
   uint16_t slot;
   CtsEntry e[kMaxCtsEntries];
 };
@@ -177,32 +177,32 @@ struct RdmaState {
   std::unique_ptr<NoticeMsg[]> notice_tx;  // the notices being sent (one per request)
   MemReg notice_tx_reg;
   // Receiver.
-  TagCounts posted;              // buffers posted per tag
+  TagCounts posted;                   // buffers posted per tag
   std::unique_ptr<CtsWire[]> cts_tx;  // one per request of the pool
   MemReg cts_tx_reg;
   std::unique_ptr<uint8_t[]> bounce;  // kEagerBufs x bounce_size
   size_t bounce_size = 0;
   MemReg bounce_reg;
-  Request* active[kActiveRecvs];     // posted receives, to find the buffer of an eager message
+  Request* active[kActiveRecvs];  // posted receives, to find the buffer of an eager message
   int n_active = 0;
-  Request* held[kEagerBufs];         // eager messages whose buffer is not posted yet
+  Request* held[kEagerBufs];  // eager messages whose buffer is not posted yet
   int n_held = 0;
   struct Rts {
     int32_t tag;
     uint32_t index;
   };
-  Rts rts[kPendingRts];              // RTS notices for buffers not posted yet
+  Rts rts[kPendingRts];  // RTS notices for buffers not posted yet
   int n_rts = 0;
   Request* cts_retry[kActiveRecvs];  // receives whose late CTS met -FI_EAGAIN
   int n_cts_retry = 0;
   Request* repost[kEagerBufs + kCtsBufs];  // persistent receives -FI_EAGAIN refused
   int n_repost = 0;
-  Status error = Status::kOk;        // a CTS broke the protocol: every later isend fails
+  Status error = Status::kOk;  // a CTS broke the protocol: every later isend fails
   int warned = 0;
-  int cts_fault = 0;                 // NCCL_FABRIC_TEST_CTS_FAULT
-  uint32_t eager_skew = 0;           // NCCL_FABRIC_TEST_EAGER_FAULT=ahead: added to eager indices
+  int cts_fault = 0;        // NCCL_FABRIC_TEST_CTS_FAULT
+  uint32_t eager_skew = 0;  // NCCL_FABRIC_TEST_EAGER_FAULT=ahead: added to eager indices
   size_t min_chunk = 65536;
-  size_t write_chunk = 512 << 10;     // NCCL_FABRIC_WRITE_CHUNK (0: one write per rail)
+  size_t write_chunk = 512 << 10;  // NCCL_FABRIC_WRITE_CHUNK (0: one write per rail)
 };
 
 // What a closed comm leaves behind while the provider may still hold its operations: freed by the
@@ -230,24 +230,24 @@ struct SharedEp {
   std::vector<Request*> slot_req;
   std::vector<uint16_t> slot_gen;
   std::deque<uint32_t> free_slots;  // FIFO: a freed slot waits behind kSlotQuarantine others
-  uint32_t next_id = 1;          // comm ids: 1 .. kMaxCommId
-  Status failed = Status::kOk;   // sticky: the completion queue itself failed
-  uint64_t stray_errors = 0;     // error completions that belonged to no operation
-  uint64_t eq_errors = 0;        // errors the provider reported on an event queue
+  uint32_t next_id = 1;             // comm ids: 1 .. kMaxCommId
+  Status failed = Status::kOk;      // sticky: the completion queue itself failed
+  uint64_t stray_errors = 0;        // error completions that belonged to no operation
+  uint64_t eq_errors = 0;           // errors the provider reported on an event queue
   std::unordered_map<std::string, fi_addr_t> peers;  // address bytes -> AV entry: one per peer
   fi_addr_t self = FI_ADDR_UNSPEC;  // our own address in the AV (GPUDirect flush reads)
   std::vector<std::unique_ptr<Zombie>> zombies;
-  std::vector<Comm*> comms;      // every open comm on it (a failure without an operation finds its own)
-  bool zombie_done = false;      // a zombie's last operation came back: sweep after the CQ pass
+  std::vector<Comm*> comms;  // every open comm on it (a failure without an operation finds its own)
+  bool zombie_done = false;  // a zombie's last operation came back: sweep after the CQ pass
   void sweep_zombies();
   std::unique_ptr<Liveness> live;  // peer probes (liveness.h)
-  uint64_t polls = 0;            // CQ passes by NCCL's calls (the keeper skips busy endpoints)
-  uint64_t keeper_polls = 0;     // ... as the keeper saw it at its last pass
-  uint64_t events = 0;           // completions dispatched (the keeper's pass found work?)
-  bool keeper_busy = false;      // the keeper's last pass found work: it comes back sooner
-  bool kept_warned = false;      // said once that a closed comm left operations in the provider
-  int peer_failures = 0;         // peers declared failed (the endpoint is not closed at the end)
-  int cq_batch = 16;             // NCCL_FABRIC_CQ_BATCH
+  uint64_t polls = 0;              // CQ passes by NCCL's calls (the keeper skips busy endpoints)
+  uint64_t keeper_polls = 0;       // ... as the keeper saw it at its last pass
+  uint64_t events = 0;             // completions dispatched (the keeper's pass found work?)
+  bool keeper_busy = false;        // the keeper's last pass found work: it comes back sooner
+  bool kept_warned = false;        // said once that a closed comm left operations in the provider
+  int peer_failures = 0;           // peers declared failed (the endpoint is not closed at the end)
+  int cq_batch = 16;               // NCCL_FABRIC_CQ_BATCH
 
   SharedEp() = default;
   ~SharedEp();
@@ -278,25 +278,25 @@ struct Comm {
   uint32_t magic = kCommMagic;
   CommRole role;
   std::shared_ptr<SharedEp> sep;
-  Endpoint* ep;                 // sep->ep
-  uint32_t id = 0;              // ours: receives to us carry it in tag bits 32..59
-  uint32_t peer_id = 0;         // the peer comm's: what our sends carry
+  Endpoint* ep;          // sep->ep
+  uint32_t id = 0;       // ours: receives to us carry it in tag bits 32..59
+  uint32_t peer_id = 0;  // the peer comm's: what our sends carry
   std::unique_ptr<Pool<Request>> pool;
   fi_addr_t peer = FI_ADDR_UNSPEC;
-  std::string peer_name;        // printable peer address, for messages
-  Params params;                // the creating context's snapshot: accept has no context
-  uint8_t proto = kProtoSendRecv;  // negotiated in the handshake
+  std::string peer_name;             // printable peer address, for messages
+  Params params;                     // the creating context's snapshot: accept has no context
+  uint8_t proto = kProtoSendRecv;    // negotiated in the handshake
   uint8_t offered = kProtoSendRecv;  // what this side accepts (connect's offer, listener's choice)
-  int nrails = 1;               // rails of this connection (RDMA), <= sep->nrails
+  int nrails = 1;                    // rails of this connection (RDMA), <= sep->nrails
   fi_addr_t peer_rail[kMaxRails] = {FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC};
-  uint32_t eager_max = 0;       // send: the receiver's bounce size; recv: ours
+  uint32_t eager_max = 0;  // send: the receiver's bounce size; recv: ours
   std::unique_ptr<RdmaState> rdma;
   int max_recvs;
   int cq_batch;
   bool use_inject;
   size_t inject_size;
   uint64_t max_msg_size;
-  size_t max_write_size;        // largest single RMA write (EFA: 1 GiB, one device write)
+  size_t max_write_size;  // largest single RMA write (EFA: 1 GiB, one device write)
   Request* deferred_head = nullptr;
   Request* deferred_tail = nullptr;
   int errors_logged = 0;        // the first failure of a comm is a WARN, later ones INFO
@@ -312,13 +312,13 @@ struct Comm {
   using Ctrl = CtrlBuf;
   std::unique_ptr<Ctrl> ctrl;
   MemReg ctrl_reg;
-  WireHandle handle{};          // connect: the decoded handle; listen: what we published
+  WireHandle handle{};  // connect: the decoded handle; listen: what we published
   uint64_t nonce = 0;
   uint64_t started_ns = 0;
   int stage = 0;
   Request* ctrl_send = nullptr;
   Request* ctrl_recv = nullptr;
-  bool accepted = false;        // listen: it has produced its one recv comm
+  bool accepted = false;  // listen: it has produced its one recv comm
 
   Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Params& p);
   // Cancels what it still has posted, reaps it, and leaves to the shared endpoint what the
@@ -375,6 +375,5 @@ Status sr_dereg_mr(Comm& c, MemHandle* mh);
 // Posts one control message (handshake) and reports the request to poll. Under sep->mu.
 Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Request** out);
 void request_release(Request* r);
-
 
 }  // namespace nf

@@ -31,7 +31,8 @@ uint32_t provider_hash(const std::string& provider) {
 const char* ack_status_text(AckStatus s) {
   switch (s) {
     case AckStatus::kOk: return "accepted";
-    case AckStatus::kBadToken: return "the connect carried the wrong token (stale or foreign handle)";
+    case AckStatus::kBadToken:
+      return "the connect carried the wrong token (stale or foreign handle)";
     case AckStatus::kBadVersion: return "the listener speaks another wire version";
     case AckStatus::kProviderMismatch: return "the two sides use different libfabric providers";
     case AckStatus::kMalformed: return "the listener found the connect message malformed";
@@ -60,13 +61,17 @@ void encode_handle(uint64_t token, uint32_t prov_hash, uint32_t listen_id, const
 bool decode_handle(const void* in128, WireHandle* out, std::string* why) {
   memcpy(out, in128, sizeof(*out));
   if (out->magic != kHandleMagic) {
-    *why = fmt("not an nccl-fabric handle (magic 0x%08llx, expected 0x%08llx): is the peer using "
-               "another network plugin?", out->magic, kHandleMagic);
+    *why =
+        fmt("not an nccl-fabric handle (magic 0x%08llx, expected 0x%08llx): is the peer using "
+            "another network plugin?",
+            out->magic, kHandleMagic);
     return false;
   }
   if (out->version != kWireVersion) {
-    *why = fmt("handle of wire version %llu; this plugin speaks version %llu: run the same "
-               "nccl-fabric version on every node", out->version, kWireVersion);
+    *why =
+        fmt("handle of wire version %llu; this plugin speaks version %llu: run the same "
+            "nccl-fabric version on every node",
+            out->version, kWireVersion);
     return false;
   }
   if (out->checksum != wire_checksum(out, offsetof(WireHandle, checksum))) {
@@ -107,8 +112,10 @@ bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, 
   }
   if (m.version != kWireVersion) {
     *bad_version = true;
-    *why = fmt("peer speaks wire version %llu; this plugin speaks version %llu: run the same "
-               "nccl-fabric version on every node", m.version, kWireVersion);
+    *why =
+        fmt("peer speaks wire version %llu; this plugin speaks version %llu: run the same "
+            "nccl-fabric version on every node",
+            m.version, kWireVersion);
     return false;
   }
   if (received_len != sizeof(ConnectMsg)) {
@@ -121,7 +128,8 @@ bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, 
     return false;
   }
   if (m.addr_len == 0 || m.addr_len > kMaxAddrLen) {
-    *why = fmt("connect message address length %llu out of range (1..%llu)", m.addr_len, kMaxAddrLen);
+    *why =
+        fmt("connect message address length %llu out of range (1..%llu)", m.addr_len, kMaxAddrLen);
     return false;
   }
   if (m.sender_id == 0 || m.sender_id > kMaxCommId) {
@@ -163,7 +171,8 @@ bool decode_proto(const ProtoInfo& p, size_t main_addr_len, std::string* why) {
     return false;
   }
   if (p.eager_max > kMaxEagerMax) {
-    *why = fmt("eager message size %llu above the protocol's bound (%llu)", p.eager_max, kMaxEagerMax);
+    *why =
+        fmt("eager message size %llu above the protocol's bound (%llu)", p.eager_max, kMaxEagerMax);
     return false;
   }
   return true;
@@ -199,7 +208,8 @@ bool decode_ack(const AckMsg& m, size_t received_len, std::string* why) {
                m.version, kWireVersion);
     return false;
   }
-  if (received_len != sizeof(AckMsg) || m.checksum != wire_checksum(&m, offsetof(AckMsg, checksum))) {
+  if (received_len != sizeof(AckMsg) ||
+      m.checksum != wire_checksum(&m, offsetof(AckMsg, checksum))) {
     *why = "handshake reply corrupted (size or checksum)";
     return false;
   }

@@ -49,7 +49,7 @@ struct WireHandle {
   uint32_t listen_id;      // the listen comm's id: connect and data go to tags carrying it
   uint8_t addr[kMaxAddrLen];
   uint32_t reserved;
-  uint32_t checksum;       // FNV-1a over every byte before it
+  uint32_t checksum;  // FNV-1a over every byte before it
 };
 static_assert(sizeof(WireHandle) == kHandleSize, "the handle fills NCCL's 128 bytes exactly");
 static_assert(offsetof(WireHandle, token) == 8, "wire layout");
@@ -83,7 +83,7 @@ struct ProtoInfo {
   uint32_t reserved0;
   uint8_t rail_addr[kMaxRails - 1][kMaxAddrLen];  // rails 1..3 (rail 0's is the main address)
   uint8_t reserved1[12];
-  uint32_t checksum;   // FNV-1a over every byte before it
+  uint32_t checksum;  // FNV-1a over every byte before it
 };
 static_assert(sizeof(ProtoInfo) == 320, "wire layout");
 static_assert(offsetof(ProtoInfo, rail_addr) == 16, "wire layout");
@@ -97,7 +97,7 @@ struct ConnectMsg {
   uint64_t token;
   uint32_t provider_hash;
   uint32_t sender_id;  // the sending comm's id: the ack goes to tags carrying it
-  uint64_t nonce;  // echoed in the ack: ties it to this connect
+  uint64_t nonce;      // echoed in the ack: ties it to this connect
   uint8_t addr[kMaxAddrLen];
   uint32_t reserved;
   uint32_t checksum;  // FNV-1a over bytes 0..131
@@ -173,15 +173,16 @@ constexpr int kMaxCtsEntries = 8;
 struct CtsHeader {
   uint32_t magic;
   uint16_t version;
-  uint8_t n;         // buffers in the group, 1..8
-  uint8_t nrails;    // rails of the connection: keys per entry
-  uint32_t gen;      // the slot's generation (0..kMaxGen), echoed in every write's immediate data
-  uint16_t slot;     // receiver's completion slot, echoed too
+  uint8_t n;       // buffers in the group, 1..8
+  uint8_t nrails;  // rails of the connection: keys per entry
+  uint32_t gen;    // the slot's generation (0..kMaxGen), echoed in every write's immediate data
+  uint16_t slot;   // receiver's completion slot, echoed too
   uint16_t reserved;
 };
 static_assert(sizeof(CtsHeader) == 16, "wire layout");
 static_assert(offsetof(CtsHeader, n) == 6 && offsetof(CtsHeader, gen) == 8, "wire layout");
-static_assert(offsetof(CtsHeader, slot) == 12 && offsetof(CtsHeader, reserved) == 14, "wire layout");
+static_assert(offsetof(CtsHeader, slot) == 12 && offsetof(CtsHeader, reserved) == 14,
+              "wire layout");
 
 // One buffer of a CTS as the plugin holds it (not a wire layout: on the wire only the first
 // nrails keys are present).
@@ -190,9 +191,9 @@ static_assert(offsetof(CtsHeader, slot) == 12 && offsetof(CtsHeader, reserved) =
 struct CtsEntry {
   int32_t tag;
   uint32_t index;
-  uint64_t size;              // capacity of the buffer
-  uint64_t addr;              // remote address as fi_writedata takes it
-  uint64_t key[kMaxRails];    // registration key per rail; 0 beyond the connection's rails
+  uint64_t size;            // capacity of the buffer
+  uint64_t addr;            // remote address as fi_writedata takes it
+  uint64_t key[kMaxRails];  // registration key per rail; 0 beyond the connection's rails
 };
 
 // A decoded CTS: the header and its first h.n entries.
@@ -252,7 +253,8 @@ constexpr uint32_t kMaxSlots = 1u << 16;
 constexpr uint32_t kGenBits = 9;
 constexpr uint32_t kMaxGen = (1u << kGenBits) - 1;
 inline uint32_t imm_encode(uint32_t slot, uint32_t entry, uint32_t nchunks, uint32_t gen) {
-  return (slot & 0xffffu) | ((entry & 7u) << 16) | (((nchunks - 1) & 15u) << 19) | ((gen & kMaxGen) << 23);
+  return (slot & 0xffffu) | ((entry & 7u) << 16) | (((nchunks - 1) & 15u) << 19) |
+         ((gen & kMaxGen) << 23);
 }
 struct Imm {
   uint32_t slot, entry, nchunks, gen;
@@ -276,10 +278,10 @@ struct ProbeMsg {
   uint32_t magic;
   uint16_t version;
   uint8_t kind;
-  uint8_t addr_len;     // ping: bytes of addr; pong: 0
-  uint32_t token;       // the prober's peer entry
+  uint8_t addr_len;  // ping: bytes of addr; pong: 0
+  uint32_t token;    // the prober's peer entry
   uint32_t reserved;
-  uint64_t seq;         // the prober's ping number
+  uint64_t seq;  // the prober's ping number
   uint8_t addr[kMaxAddrLen];
 };
 constexpr size_t kProbeFixed = 24;  // a pong is this long, a ping this plus addr_len

@@ -191,8 +191,9 @@ Status grouping_policy(const Params& p, bool rails_set, GroupingPolicy* out, std
     if (rails_set) {
       out->mode = GroupingPolicy::Mode::kConsecutive;
       out->rails = rails;
-      out->why = "NCCL_FABRIC_RAILS=" + std::to_string(rails) + " is set: " +
-                 std::to_string(rails) + " consecutive NIC(s) per device, topology not used";
+      out->why = "NCCL_FABRIC_RAILS=" + std::to_string(rails) +
+                 " is set: " + std::to_string(rails) +
+                 " consecutive NIC(s) per device, topology not used";
     } else {
       out->mode = GroupingPolicy::Mode::kAuto;
       out->why = std::string(gdef.name) + "=auto";

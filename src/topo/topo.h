@@ -45,8 +45,7 @@ class Topology {
 
  private:
   Topology() = default;
-  static Status load_impl(const char* xml_path, std::unique_ptr<Topology>* out,
-                          std::string* error);
+  static Status load_impl(const char* xml_path, std::unique_ptr<Topology>* out, std::string* error);
 
   hwloc_topology* topo_ = nullptr;
   int npci_ = 0;

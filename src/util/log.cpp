@@ -1,10 +1,10 @@
 #include "util/log.h"
 
+#include <strings.h>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 namespace nf {
 namespace {

@@ -31,9 +31,13 @@ void set_log_sink(LogSink sink, void* arg);
 
 }  // namespace nf
 
-#define NF_WARN(...) ::nf::log_message(::nf::LogLevel::kWarn, ::nf::kSubsysNet, __FILE__, __LINE__, __VA_ARGS__)
+#define NF_WARN(...) \
+  ::nf::log_message(::nf::LogLevel::kWarn, ::nf::kSubsysNet, __FILE__, __LINE__, __VA_ARGS__)
 #define NF_INFO(sub, ...) \
   ::nf::log_message(::nf::LogLevel::kInfo, (sub), __func__, __LINE__, __VA_ARGS__)
-#define NF_TRACE(...) \
-  do { if (::nf::log_enabled(::nf::LogLevel::kTrace)) \
-    ::nf::log_message(::nf::LogLevel::kTrace, ::nf::kSubsysNet, __func__, __LINE__, __VA_ARGS__); } while (0)
+#define NF_TRACE(...)                                                                 \
+  do {                                                                                \
+    if (::nf::log_enabled(::nf::LogLevel::kTrace))                                    \
+      ::nf::log_message(::nf::LogLevel::kTrace, ::nf::kSubsysNet, __func__, __LINE__, \
+                        __VA_ARGS__);                                                 \
+  } while (0)

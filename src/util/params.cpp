@@ -1,9 +1,9 @@
 #include "util/params.h"
 
+#include <strings.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 #include "util/log.h"
 
@@ -124,9 +124,15 @@ bool parse_bool(const char* s, int64_t* out) {
   static const char* const kTrue[] = {"1", "true", "yes", "on"};
   static const char* const kFalse[] = {"0", "false", "no", "off"};
   for (const char* t : kTrue)
-    if (strcasecmp(s, t) == 0) { *out = 1; return true; }
+    if (strcasecmp(s, t) == 0) {
+      *out = 1;
+      return true;
+    }
   for (const char* f : kFalse)
-    if (strcasecmp(s, f) == 0) { *out = 0; return true; }
+    if (strcasecmp(s, f) == 0) {
+      *out = 0;
+      return true;
+    }
   return false;
 }
 
@@ -221,8 +227,10 @@ Status Params::load_from_env() {
     const char* v = getenv(kDefs[i].name);
     if (v == nullptr) continue;
     // Report every bad value, not only the first, so one run shows the user all of them.
-    if (set(kDefs[i].id, v) != Status::kOk) result = Status::kInvalidUsage;
-    else NF_INFO(kSubsysEnv, "%s set by environment to %s", kDefs[i].name, v);
+    if (set(kDefs[i].id, v) != Status::kOk)
+      result = Status::kInvalidUsage;
+    else
+      NF_INFO(kSubsysEnv, "%s set by environment to %s", kDefs[i].name, v);
   }
   return result;
 }

@@ -7,11 +7,11 @@ namespace nf {
 enum class Status : int {
   kOk = 0,
   kUnhandledCudaError = 1,  // a CUDA driver call failed
-  kSystemError = 2,     // the network, the provider or the OS failed
-  kInternalError = 3,   // the caller broke the plugin contract (bad request, bad handle)
+  kSystemError = 2,         // the network, the provider or the OS failed
+  kInternalError = 3,       // the caller broke the plugin contract (bad request, bad handle)
   kInvalidArgument = 4,
-  kInvalidUsage = 5,    // user error or misconfiguration (e.g. a message larger than the receive)
-  kRemoteError = 6,     // the peer failed or refused
+  kInvalidUsage = 5,  // user error or misconfiguration (e.g. a message larger than the receive)
+  kRemoteError = 6,   // the peer failed or refused
 };
 
 inline bool ok(Status s) { return s == Status::kOk; }
@@ -19,8 +19,8 @@ inline bool ok(Status s) { return s == Status::kOk; }
 }  // namespace nf
 
 // Returns from the enclosing function when an internal call fails; the callee has logged why.
-#define NF_CHECK(expr)                        \
-  do {                                        \
-    ::nf::Status nf_check_s_ = (expr);        \
+#define NF_CHECK(expr)                                        \
+  do {                                                        \
+    ::nf::Status nf_check_s_ = (expr);                        \
     if (nf_check_s_ != ::nf::Status::kOk) return nf_check_s_; \
   } while (0)

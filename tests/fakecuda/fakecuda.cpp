@@ -80,14 +80,17 @@ long env_int(const char* name, long dflt, long lo, long hi) {
   errno = 0;
   long x = std::strtol(v, &end, 0);
   if (errno || *end || x < lo || x > hi) {
-    std::fprintf(stderr, "fakecuda: ignoring %s=%s (not an integer in [%ld, %ld])\n", name, v, lo, hi);
+    std::fprintf(stderr, "fakecuda: ignoring %s=%s (not an integer in [%ld, %ld])\n", name, v, lo,
+                 hi);
     return dflt;
   }
   return x;
 }
 
 // Read at every call (cuDriverGetVersion and cuGetProcAddress work before cuInit).
-int driver_version() { return static_cast<int>(env_int("FAKECUDA_DRIVER_VERSION", 12040, 1000, 99999)); }
+int driver_version() {
+  return static_cast<int>(env_int("FAKECUDA_DRIVER_VERSION", 12040, 1000, 99999));
+}
 
 enum class ProcMode { kV2, kV1, kNone };
 ProcMode proc_mode() {
@@ -180,15 +183,16 @@ Result do_free(uintptr_t p, bool host) {
   State& s = st();
   if (!s.initialized) return cu::kErrorNotInitialized;
   auto it = s.allocs.find(p);
-  if (it == s.allocs.end() || (it->second.kind == Kind::kHostPinned) != host) return cu::kErrorInvalidValue;
+  if (it == s.allocs.end() || (it->second.kind == Kind::kHostPinned) != host)
+    return cu::kErrorInvalidValue;
   const Alloc a = it->second;
   if (host) {
     munmap(reinterpret_cast<void*>(p), a.mapped);
   } else {
     // Keep the address range reserved, but inaccessible: a stale user faults instead of
     // silently reading the next owner's data, and the next allocation can get the address back.
-    if (mmap(reinterpret_cast<void*>(p), a.mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-             -1, 0) == MAP_FAILED)
+    if (mmap(reinterpret_cast<void*>(p), a.mapped, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
       munmap(reinterpret_cast<void*>(p), a.mapped);
     else
       s.free_list.emplace_back(p, a.mapped);
@@ -208,39 +212,28 @@ bool known_pointer_attr(int attr) {
     case cu::kPointerAttrIsManaged:
     case cu::kPointerAttrDeviceOrdinal:
     case cu::kPointerAttrRangeStartAddr:
-    case cu::kPointerAttrRangeSize:
-      return true;
-    default:
-      return false;
+    case cu::kPointerAttrRangeSize: return true;
+    default: return false;
   }
 }
 
 // a == nullptr: memory CUDA does not know (the values cuPointerGetAttributes gives it).
 void write_pointer_attr(int attr, void* data, const Alloc* a, uintptr_t base) {
   switch (attr) {
-    case cu::kPointerAttrContext:
-      put<void*>(data, a ? a->ctx : nullptr);
-      break;
+    case cu::kPointerAttrContext: put<void*>(data, a ? a->ctx : nullptr); break;
     case cu::kPointerAttrMemoryType:
-      put<unsigned>(data, !a ? 0 : a->kind == Kind::kHostPinned ? cu::kMemoryTypeHost : cu::kMemoryTypeDevice);
+      put<unsigned>(data, !a                             ? 0
+                          : a->kind == Kind::kHostPinned ? cu::kMemoryTypeHost
+                                                         : cu::kMemoryTypeDevice);
       break;
-    case cu::kPointerAttrBufferId:
-      put<unsigned long long>(data, a ? a->id : 0);
-      break;
+    case cu::kPointerAttrBufferId: put<unsigned long long>(data, a ? a->id : 0); break;
     case cu::kPointerAttrIsManaged:
       put<bool>(data, a && a->kind == Kind::kManaged);  // one byte, as the real driver writes
       break;
-    case cu::kPointerAttrDeviceOrdinal:
-      put<int>(data, a ? a->ctx->device : kDeviceInvalid);
-      break;
-    case cu::kPointerAttrRangeStartAddr:
-      put<DevicePtr>(data, a ? base : 0);
-      break;
-    case cu::kPointerAttrRangeSize:
-      put<size_t>(data, a ? a->size : 0);
-      break;
-    default:
-      break;
+    case cu::kPointerAttrDeviceOrdinal: put<int>(data, a ? a->ctx->device : kDeviceInvalid); break;
+    case cu::kPointerAttrRangeStartAddr: put<DevicePtr>(data, a ? base : 0); break;
+    case cu::kPointerAttrRangeSize: put<size_t>(data, a ? a->size : 0); break;
+    default: break;
   }
 }
 
@@ -407,11 +400,14 @@ FAKECUDA_EXPORT Result cuDevicePrimaryCtxRelease_v2(cu::Device dev) {
 }
 
 // The pre-11.0 name; the same behaviour here.
-FAKECUDA_EXPORT Result cuDevicePrimaryCtxRelease(cu::Device dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+FAKECUDA_EXPORT Result cuDevicePrimaryCtxRelease(cu::Device dev) {
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
 
 // ---- pointers ----
 
-FAKECUDA_EXPORT Result cuPointerGetAttributes(unsigned num, int* attrs, void** data, DevicePtr ptr) {
+FAKECUDA_EXPORT Result cuPointerGetAttributes(unsigned num, int* attrs, void** data,
+                                              DevicePtr ptr) {
   Entry e(FAKECUDA_FN_POINTER_GET_ATTRIBUTES);
   State& s = st();
   if (!s.initialized) return cu::kErrorNotInitialized;
@@ -447,7 +443,8 @@ FAKECUDA_EXPORT Result cuMemAlloc_v2(DevicePtr* dptr, size_t bytes) {
 
 FAKECUDA_EXPORT Result cuMemAllocManaged(DevicePtr* dptr, size_t bytes, unsigned flags) {
   Entry e(FAKECUDA_FN_MEM_ALLOC_MANAGED);
-  if (st().initialized && flags != kMemAttachGlobal && flags != kMemAttachHost) return cu::kErrorInvalidValue;
+  if (st().initialized && flags != kMemAttachGlobal && flags != kMemAttachHost)
+    return cu::kErrorInvalidValue;
   uintptr_t p = 0;
   Result r = do_alloc(dptr ? &p : nullptr, bytes, Kind::kManaged);
   if (r == cu::kSuccess) *dptr = p;
@@ -513,13 +510,14 @@ FAKECUDA_EXPORT Result cuMemGetAddressRange_v2(DevicePtr* base, size_t* size, De
   return cu::kSuccess;
 }
 
-FAKECUDA_EXPORT Result cuMemGetHandleForAddressRange(void* handle, DevicePtr dptr, size_t size, int type,
-                                                     unsigned long long flags) {
+FAKECUDA_EXPORT Result cuMemGetHandleForAddressRange(void* handle, DevicePtr dptr, size_t size,
+                                                     int type, unsigned long long flags) {
   Entry e(FAKECUDA_FN_MEM_GET_HANDLE_FOR_ADDRESS_RANGE);
   State& s = st();
   if (!s.initialized) return cu::kErrorNotInitialized;
   if (!s.dmabuf) return cu::kErrorNotSupported;
-  if (!handle || type != cu::kMemRangeHandleTypeDmaBufFd || flags != 0 || size == 0) return cu::kErrorInvalidValue;
+  if (!handle || type != cu::kMemRangeHandleTypeDmaBufFd || flags != 0 || size == 0)
+    return cu::kErrorInvalidValue;
   const uintptr_t p = static_cast<uintptr_t>(dptr);
   if ((p | size) & (page_size() - 1)) return cu::kErrorInvalidValue;
   // Device memory only, within the allocation's pages (its last page counts whole, as the
@@ -593,7 +591,8 @@ const Proc* proc_table(size_t* n) {
 // The newest variant of `sym` that both this driver and the caller's `version` have.
 Result proc_address(const char* sym, void** pfn, int version, uint64_t flags, int* status) {
   if (pfn) *pfn = nullptr;
-  if (!sym || !pfn || flags > 2) return cu::kErrorInvalidValue;  // DEFAULT, LEGACY_STREAM, PER_THREAD
+  if (!sym || !pfn || flags > 2)
+    return cu::kErrorInvalidValue;  // DEFAULT, LEGACY_STREAM, PER_THREAD
   const int driver = driver_version();
   size_t n = 0;
   const Proc* table = proc_table(&n);
@@ -602,7 +601,8 @@ Result proc_address(const char* sym, void** pfn, int version, uint64_t flags, in
   for (size_t i = 0; i < n; ++i) {
     if (std::strcmp(table[i].name, sym) != 0 || table[i].version > driver) continue;
     known = true;
-    if (table[i].version <= version && (!best || table[i].version > best->version)) best = &table[i];
+    if (table[i].version <= version && (!best || table[i].version > best->version))
+      best = &table[i];
   }
   if (!known || !best || version > driver) {
     if (status) *status = known ? kProcVersionNotSufficient : kProcSymbolNotFound;
@@ -634,11 +634,30 @@ FAKECUDA_EXPORT void fakecuda_reset(void) {
 
 FAKECUDA_EXPORT const char* fakecuda_fn_name(int fn) {
   static const char* const kNames[FAKECUDA_FN_COUNT] = {
-      "cuInit", "cuDriverGetVersion", "cuGetErrorString", "cuGetProcAddress", "cuGetProcAddress_v2",
-      "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetAttribute", "cuDeviceGetPCIBusId", "cuCtxGetCurrent",
-      "cuCtxSetCurrent", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuPointerGetAttributes",
-      "cuPointerGetAttribute", "cuMemAlloc", "cuMemFree", "cuMemAllocManaged", "cuMemHostAlloc", "cuMemFreeHost",
-      "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemGetAddressRange", "cuMemGetHandleForAddressRange",
+      "cuInit",
+      "cuDriverGetVersion",
+      "cuGetErrorString",
+      "cuGetProcAddress",
+      "cuGetProcAddress_v2",
+      "cuDeviceGetCount",
+      "cuDeviceGet",
+      "cuDeviceGetAttribute",
+      "cuDeviceGetPCIBusId",
+      "cuCtxGetCurrent",
+      "cuCtxSetCurrent",
+      "cuDevicePrimaryCtxRetain",
+      "cuDevicePrimaryCtxRelease",
+      "cuPointerGetAttributes",
+      "cuPointerGetAttribute",
+      "cuMemAlloc",
+      "cuMemFree",
+      "cuMemAllocManaged",
+      "cuMemHostAlloc",
+      "cuMemFreeHost",
+      "cuMemcpyHtoD",
+      "cuMemcpyDtoH",
+      "cuMemGetAddressRange",
+      "cuMemGetHandleForAddressRange",
   };
   static_assert(FAKECUDA_FN_COUNT <= FAKECUDA_MAX_FNS, "counters have room for every function");
   return fn >= 0 && fn < FAKECUDA_FN_COUNT ? kNames[fn] : nullptr;

@@ -42,15 +42,19 @@ class Env {
   Env& operator=(const Env&) = delete;
   ~Env() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) setenv(it->first.c_str(), it->second->c_str(), 1);
-      else unsetenv(it->first.c_str());
+      if (it->second)
+        setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        unsetenv(it->first.c_str());
     }
   }
   Env& set(const char* key, const char* value) {
     const char* old = std::getenv(key);
     saved_.emplace_back(key, old ? std::optional<std::string>(old) : std::nullopt);
-    if (value) setenv(key, value, 1);
-    else unsetenv(key);
+    if (value)
+      setenv(key, value, 1);
+    else
+      unsetenv(key);
     return *this;
   }
 
@@ -88,7 +92,8 @@ Fn resolve(const char* name, int version = kVersion) {
 const fakecuda_api& api() {
   static fakecuda_api a = [] {
     fakecuda_api loaded{};
-    if (fakecuda_load_api(std::getenv("NF_FAKECUDA_LIB"), &loaded) != 0) FAIL("fakecuda test API not found");
+    if (fakecuda_load_api(std::getenv("NF_FAKECUDA_LIB"), &loaded) != 0)
+      FAIL("fakecuda test API not found");
     return loaded;
   }();
   return a;
@@ -109,9 +114,11 @@ struct Cuda {
   DeviceGetPciBusIdFn bus_id = resolve<DeviceGetPciBusIdFn>("cuDeviceGetPCIBusId");
   cu::CtxGetCurrentFn ctx_get = resolve<cu::CtxGetCurrentFn>("cuCtxGetCurrent");
   cu::CtxSetCurrentFn ctx_set = resolve<cu::CtxSetCurrentFn>("cuCtxSetCurrent");
-  cu::DevicePrimaryCtxRetainFn retain = resolve<cu::DevicePrimaryCtxRetainFn>("cuDevicePrimaryCtxRetain");
+  cu::DevicePrimaryCtxRetainFn retain =
+      resolve<cu::DevicePrimaryCtxRetainFn>("cuDevicePrimaryCtxRetain");
   CtxReleaseFn release = resolve<CtxReleaseFn>("cuDevicePrimaryCtxRelease");
-  cu::PointerGetAttributesFn ptr_attrs = resolve<cu::PointerGetAttributesFn>("cuPointerGetAttributes");
+  cu::PointerGetAttributesFn ptr_attrs =
+      resolve<cu::PointerGetAttributesFn>("cuPointerGetAttributes");
   PointerGetAttributeFn ptr_attr = resolve<PointerGetAttributeFn>("cuPointerGetAttribute");
   cu::MemAllocFn alloc = resolve<cu::MemAllocFn>("cuMemAlloc");
   cu::MemFreeFn free = resolve<cu::MemFreeFn>("cuMemFree");
@@ -159,8 +166,9 @@ struct Attrs {
 
 cu::Result query(const void* p, Attrs* a) {
   a->managed = 0;
-  int kinds[] = {cu::kPointerAttrMemoryType,    cu::kPointerAttrContext,         cu::kPointerAttrBufferId,
-                 cu::kPointerAttrIsManaged,     cu::kPointerAttrDeviceOrdinal,   cu::kPointerAttrRangeStartAddr,
+  int kinds[] = {cu::kPointerAttrMemoryType,    cu::kPointerAttrContext,
+                 cu::kPointerAttrBufferId,      cu::kPointerAttrIsManaged,
+                 cu::kPointerAttrDeviceOrdinal, cu::kPointerAttrRangeStartAddr,
                  cu::kPointerAttrRangeSize};
   void* data[] = {&a->type, &a->ctx, &a->id, &a->managed, &a->ordinal, &a->start, &a->size};
   return cuda().ptr_attrs(7, kinds, data, reinterpret_cast<uintptr_t>(p));
@@ -170,7 +178,8 @@ void* as_ptr(cu::DevicePtr d) { return reinterpret_cast<void*>(static_cast<uintp
 
 }  // namespace
 
-TEST_CASE("fakecuda: cuGetProcAddress_v2 resolves base names to versioned entry points", "[fakecuda]") {
+TEST_CASE("fakecuda: cuGetProcAddress_v2 resolves base names to versioned entry points",
+          "[fakecuda]") {
   void* p = nullptr;
   int status = -1;
   SECTION("cuMemAlloc at 3.2+ is cuMemAlloc_v2; before, the fake has no variant") {
@@ -224,12 +233,28 @@ TEST_CASE("fakecuda: cuGetProcAddress_v2 resolves base names to versioned entry 
     CHECK(get_proc()("cuInit", &p, kVersion, 0, &status) == cu::kErrorNotFound);
     auto v1 = reinterpret_cast<cu::GetProcAddressFn>(dlsym(handle(), "cuGetProcAddress"));
     CHECK(v1("cuInit", &p, kVersion, 0) == cu::kErrorNotFound);
-    for (const char* name : {"cuInit", "cuDriverGetVersion", "cuGetErrorString", "cuDeviceGetCount", "cuDeviceGet",
-                             "cuDeviceGetAttribute", "cuDeviceGetPCIBusId", "cuCtxGetCurrent", "cuCtxSetCurrent",
-                             "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuPointerGetAttributes",
-                             "cuPointerGetAttribute", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocManaged",
-                             "cuMemHostAlloc", "cuMemFreeHost", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2",
-                             "cuMemGetAddressRange_v2", "cuMemGetHandleForAddressRange"}) {
+    for (const char* name : {"cuInit",
+                             "cuDriverGetVersion",
+                             "cuGetErrorString",
+                             "cuDeviceGetCount",
+                             "cuDeviceGet",
+                             "cuDeviceGetAttribute",
+                             "cuDeviceGetPCIBusId",
+                             "cuCtxGetCurrent",
+                             "cuCtxSetCurrent",
+                             "cuDevicePrimaryCtxRetain",
+                             "cuDevicePrimaryCtxRelease_v2",
+                             "cuPointerGetAttributes",
+                             "cuPointerGetAttribute",
+                             "cuMemAlloc_v2",
+                             "cuMemFree_v2",
+                             "cuMemAllocManaged",
+                             "cuMemHostAlloc",
+                             "cuMemFreeHost",
+                             "cuMemcpyHtoD_v2",
+                             "cuMemcpyDtoH_v2",
+                             "cuMemGetAddressRange_v2",
+                             "cuMemGetHandleForAddressRange"}) {
       INFO(name);
       CHECK(dlsym(handle(), name) != nullptr);
     }
@@ -264,7 +289,10 @@ TEST_CASE("fakecuda: nothing works before a successful cuInit; FAKECUDA_DEVICES=
 
 TEST_CASE("fakecuda: devices, attributes and PCI ids follow the environment", "[fakecuda]") {
   Env env;
-  env.set("FAKECUDA_DEVICES", "3").set("FAKECUDA_GDR", "0").set("FAKECUDA_DMABUF", "0").set("FAKECUDA_CC_MAJOR", "8");
+  env.set("FAKECUDA_DEVICES", "3")
+      .set("FAKECUDA_GDR", "0")
+      .set("FAKECUDA_DMABUF", "0")
+      .set("FAKECUDA_CC_MAJOR", "8");
   REQUIRE(cuda().init(0) == cu::kSuccess);
   int n = 0;
   REQUIRE(cuda().device_count(&n) == cu::kSuccess);
@@ -347,7 +375,8 @@ TEST_CASE("fakecuda: contexts are per thread; allocating needs one", "[fakecuda]
   CHECK(cuda().ctx_set(nullptr) == cu::kSuccess);
 }
 
-TEST_CASE("fakecuda: pointer attributes of device, managed, pinned and unknown memory", "[fakecuda]") {
+TEST_CASE("fakecuda: pointer attributes of device, managed, pinned and unknown memory",
+          "[fakecuda]") {
   WithContext wc;
   api().reset();
   cu::DevicePtr dev = 0, managed = 0;
@@ -355,7 +384,8 @@ TEST_CASE("fakecuda: pointer attributes of device, managed, pinned and unknown m
   REQUIRE(cuda().alloc(&dev, 100000) == cu::kSuccess);
   REQUIRE(cuda().alloc_managed(&managed, 5000, 1) == cu::kSuccess);
   REQUIRE(cuda().host_alloc(&pinned, 3000, 0) == cu::kSuccess);
-  CHECK(cuda().alloc_managed(&managed, 5000, 0) == cu::kErrorInvalidValue);  // flags must be GLOBAL or HOST
+  CHECK(cuda().alloc_managed(&managed, 5000, 0) ==
+        cu::kErrorInvalidValue);  // flags must be GLOBAL or HOST
   CHECK(cuda().alloc(&dev, 0) == cu::kErrorInvalidValue);
   CHECK(dev % sysconf(_SC_PAGESIZE) == 0);
   std::memset(as_ptr(dev), 0x5a, 100000);  // "device memory" is host memory
@@ -410,7 +440,8 @@ TEST_CASE("fakecuda: pointer attributes of device, managed, pinned and unknown m
   CHECK(cuda().range(&base, &size, dev + 777) == cu::kSuccess);
   CHECK(base == dev);
   CHECK(size == 100000);
-  CHECK(cuda().range(&base, &size, reinterpret_cast<uintptr_t>(plain.data())) == cu::kErrorNotFound);
+  CHECK(cuda().range(&base, &size, reinterpret_cast<uintptr_t>(plain.data())) ==
+        cu::kErrorNotFound);
 
   CHECK(counters().calls[FAKECUDA_FN_POINTER_GET_ATTRIBUTES] == 6);
   CHECK(counters().live_allocs >= 3);
@@ -422,7 +453,8 @@ TEST_CASE("fakecuda: pointer attributes of device, managed, pinned and unknown m
   CHECK(api().fn_name(FAKECUDA_FN_COUNT) == nullptr);
 }
 
-TEST_CASE("fakecuda: a freed address comes back with a new buffer id and fresh memory", "[fakecuda]") {
+TEST_CASE("fakecuda: a freed address comes back with a new buffer id and fresh memory",
+          "[fakecuda]") {
   WithContext wc;
   api().reset();
   const fakecuda_counters before = counters();
@@ -476,14 +508,16 @@ TEST_CASE("fakecuda: cuMemcpyHtoD/DtoH stay inside allocations", "[fakecuda]") {
   REQUIRE(cuda().dtoh(out.data(), d, out.size()) == cu::kSuccess);
   CHECK(in == out);
   CHECK(cuda().htod(d + 1, in.data(), in.size()) == cu::kErrorInvalidValue);
-  CHECK(cuda().dtoh(out.data(), reinterpret_cast<uintptr_t>(out.data()), 10) == cu::kErrorInvalidValue);
+  CHECK(cuda().dtoh(out.data(), reinterpret_cast<uintptr_t>(out.data()), 10) ==
+        cu::kErrorInvalidValue);
   REQUIRE(cuda().ctx_set(nullptr) == cu::kSuccess);
   CHECK(cuda().htod(d, in.data(), 1) == cu::kErrorInvalidContext);
   REQUIRE(cuda().ctx_set(wc.ctx) == cu::kSuccess);
   CHECK(cuda().free(d) == cu::kSuccess);
 }
 
-TEST_CASE("fakecuda: cuMemGetHandleForAddressRange gives a memfd named after the range", "[fakecuda]") {
+TEST_CASE("fakecuda: cuMemGetHandleForAddressRange gives a memfd named after the range",
+          "[fakecuda]") {
   WithContext wc;
   api().reset();
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -492,14 +526,16 @@ TEST_CASE("fakecuda: cuMemGetHandleForAddressRange gives a memfd named after the
   REQUIRE(cuda().alloc_managed(&m, page, 1) == cu::kSuccess);
   const int open_before = api().open_dmabuf_fds();
   int fd = -1;
-  REQUIRE(cuda().dmabuf(&fd, d + page, 3 * page, cu::kMemRangeHandleTypeDmaBufFd, 0) == cu::kSuccess);
+  REQUIRE(cuda().dmabuf(&fd, d + page, 3 * page, cu::kMemRangeHandleTypeDmaBufFd, 0) ==
+          cu::kSuccess);
   REQUIRE(fd >= 0);
   char link[64], target[128] = {};
   std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
   REQUIRE(readlink(link, target, sizeof target - 1) > 0);
   char expect[128];
   std::snprintf(expect, sizeof expect, "/memfd:fakecuda-dmabuf:%llx:%llx (deleted)",
-                static_cast<unsigned long long>(d + page), static_cast<unsigned long long>(3 * page));
+                static_cast<unsigned long long>(d + page),
+                static_cast<unsigned long long>(3 * page));
   CHECK(std::string(target) == expect);
   CHECK(lseek(fd, 0, SEEK_END) == static_cast<off_t>(3 * page));
   CHECK(api().open_dmabuf_fds() == open_before + 1);
@@ -507,15 +543,15 @@ TEST_CASE("fakecuda: cuMemGetHandleForAddressRange gives a memfd named after the
   close(fd);
   CHECK(api().open_dmabuf_fds() == open_before);
 
-  CHECK(cuda().dmabuf(&fd, d + 1, page, 1, 0) == cu::kErrorInvalidValue);         // unaligned start
-  CHECK(cuda().dmabuf(&fd, d, page + 1, 1, 0) == cu::kErrorInvalidValue);         // unaligned size
-  CHECK(cuda().dmabuf(&fd, d, 5 * page, 1, 0) == cu::kErrorInvalidValue);         // past the end
-  CHECK(cuda().dmabuf(&fd, d, page, 2, 0) == cu::kErrorInvalidValue);             // not DMA_BUF_FD
-  CHECK(cuda().dmabuf(&fd, d, page, 1, 1) == cu::kErrorInvalidValue);             // flags
-  CHECK(cuda().dmabuf(&fd, m, page, 1, 0) == cu::kErrorInvalidValue);             // managed memory
+  CHECK(cuda().dmabuf(&fd, d + 1, page, 1, 0) == cu::kErrorInvalidValue);  // unaligned start
+  CHECK(cuda().dmabuf(&fd, d, page + 1, 1, 0) == cu::kErrorInvalidValue);  // unaligned size
+  CHECK(cuda().dmabuf(&fd, d, 5 * page, 1, 0) == cu::kErrorInvalidValue);  // past the end
+  CHECK(cuda().dmabuf(&fd, d, page, 2, 0) == cu::kErrorInvalidValue);      // not DMA_BUF_FD
+  CHECK(cuda().dmabuf(&fd, d, page, 1, 1) == cu::kErrorInvalidValue);      // flags
+  CHECK(cuda().dmabuf(&fd, m, page, 1, 0) == cu::kErrorInvalidValue);      // managed memory
   std::vector<char> plain(2 * page);
   uintptr_t host = (reinterpret_cast<uintptr_t>(plain.data()) + page - 1) & ~(page - 1);
-  CHECK(cuda().dmabuf(&fd, host, page, 1, 0) == cu::kErrorInvalidValue);         // not CUDA memory
+  CHECK(cuda().dmabuf(&fd, host, page, 1, 0) == cu::kErrorInvalidValue);  // not CUDA memory
   CHECK(api().open_dmabuf_fds() == open_before);
 
   Env env;

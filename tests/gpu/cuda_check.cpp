@@ -32,7 +32,8 @@ void check(bool ok, const char* what) {
 int main(int argc, char** argv) {
   std::string lib = "libcuda.so.1";
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--cuda-lib") == 0 && i + 1 < argc) lib = argv[++i];
+    if (strcmp(argv[i], "--cuda-lib") == 0 && i + 1 < argc)
+      lib = argv[++i];
     else {
       fprintf(stderr, "usage: %s [--cuda-lib PATH]\n", argv[0]);
       return 2;
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
   }
   using namespace nf;
   auto init = reinterpret_cast<cu::InitFn>(dlsym(h, "cuInit"));
-  auto retain = reinterpret_cast<cu::DevicePrimaryCtxRetainFn>(dlsym(h, "cuDevicePrimaryCtxRetain"));
+  auto retain =
+      reinterpret_cast<cu::DevicePrimaryCtxRetainFn>(dlsym(h, "cuDevicePrimaryCtxRetain"));
   auto set_current = reinterpret_cast<cu::CtxSetCurrentFn>(dlsym(h, "cuCtxSetCurrent"));
   auto managed = reinterpret_cast<cu::Result (*)(cu::DevicePtr*, size_t, unsigned)>(
       dlsym(h, "cuMemAllocManaged"));

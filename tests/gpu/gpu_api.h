@@ -18,13 +18,13 @@ struct CuStreamOpaque;
 using CuStream = CuStreamOpaque*;  // CUstream; NCCL's cudaStream_t is the same type
 constexpr cu::Result kCuErrorNotReady = 600;
 constexpr unsigned kCuStreamNonBlocking = 0x1;
-using StreamCreateFn = cu::Result (*)(CuStream* stream, unsigned flags);      // cuStreamCreate
-using StreamDestroyFn = cu::Result (*)(CuStream stream);                      // cuStreamDestroy_v2
-using StreamQueryFn = cu::Result (*)(CuStream stream);                        // cuStreamQuery
-using StreamSynchronizeFn = cu::Result (*)(CuStream stream);                  // cuStreamSynchronize
+using StreamCreateFn = cu::Result (*)(CuStream* stream, unsigned flags);  // cuStreamCreate
+using StreamDestroyFn = cu::Result (*)(CuStream stream);                  // cuStreamDestroy_v2
+using StreamQueryFn = cu::Result (*)(CuStream stream);                    // cuStreamQuery
+using StreamSynchronizeFn = cu::Result (*)(CuStream stream);              // cuStreamSynchronize
 using MemsetD8Fn = cu::Result (*)(cu::DevicePtr dst, unsigned char v, size_t n);  // cuMemsetD8_v2
-using DeviceGetNameFn = cu::Result (*)(char* name, int len, cu::Device dev);  // cuDeviceGetName
-using GetErrorNameFn = cu::Result (*)(cu::Result error, const char** str);    // cuGetErrorName
+using DeviceGetNameFn = cu::Result (*)(char* name, int len, cu::Device dev);      // cuDeviceGetName
+using GetErrorNameFn = cu::Result (*)(cu::Result error, const char** str);        // cuGetErrorName
 
 // libcuda.so.1, resolved by the versioned symbol names cuda.h's #defines map to.
 struct Cuda {
@@ -83,8 +83,8 @@ struct Nccl {
   const char* (*get_last_error)(NcclComm comm) = nullptr;  // optional (2.13+)
   NcclResult (*all_reduce)(const void* send, void* recv, size_t count, int type, int op,
                            NcclComm comm, CuStream stream) = nullptr;
-  NcclResult (*all_gather)(const void* send, void* recv, size_t send_count, int type,
-                           NcclComm comm, CuStream stream) = nullptr;
+  NcclResult (*all_gather)(const void* send, void* recv, size_t send_count, int type, NcclComm comm,
+                           CuStream stream) = nullptr;
   NcclResult (*send)(const void* buf, size_t count, int type, int peer, NcclComm comm,
                      CuStream stream) = nullptr;
   NcclResult (*recv)(void* buf, size_t count, int type, int peer, NcclComm comm,

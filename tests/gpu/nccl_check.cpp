@@ -72,9 +72,21 @@ bool parse_size(const char* s, size_t* out) {
   unsigned shift = 0;
   switch (*end) {
     case '\0': break;
-    case 'k': case 'K': shift = 10; ++end; break;
-    case 'm': case 'M': shift = 20; ++end; break;
-    case 'g': case 'G': shift = 30; ++end; break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      ++end;
+      break;
     default: return false;
   }
   if (*end != '\0' || v > (~0ULL >> shift)) return false;
@@ -106,17 +118,29 @@ int parse_options(int argc, char** argv, Options* o) {
     const char* v = argv[++i];
     int step = 0;
     bool ok = true;
-    if (a == "--rank") ok = parse_int(v, 0, 1 << 20, &o->rank);
-    else if (a == "--nranks") ok = parse_int(v, 2, 1 << 20, &o->nranks);
-    else if (a == "--id-file") o->id_file = v;
-    else if (a == "--min-bytes") ok = parse_size(v, &o->min_bytes);
-    else if (a == "--max-bytes") ok = parse_size(v, &o->max_bytes);
-    else if (a == "--step-factor") { ok = parse_int(v, 2, 1024, &step); o->step_factor = step; }
-    else if (a == "--iters") ok = parse_int(v, 1, 1000000, &o->iters);
-    else if (a == "--warmup") ok = parse_int(v, 0, 1000000, &o->warmup);
-    else if (a == "--timeout-s") ok = parse_int(v, 1, 86400, &o->timeout_s);
-    else if (a == "--id-timeout-s") ok = parse_int(v, 1, 86400, &o->id_timeout_s);
-    else if (a == "--nccl-lib") o->nccl_lib = v;
+    if (a == "--rank")
+      ok = parse_int(v, 0, 1 << 20, &o->rank);
+    else if (a == "--nranks")
+      ok = parse_int(v, 2, 1 << 20, &o->nranks);
+    else if (a == "--id-file")
+      o->id_file = v;
+    else if (a == "--min-bytes")
+      ok = parse_size(v, &o->min_bytes);
+    else if (a == "--max-bytes")
+      ok = parse_size(v, &o->max_bytes);
+    else if (a == "--step-factor") {
+      ok = parse_int(v, 2, 1024, &step);
+      o->step_factor = step;
+    } else if (a == "--iters")
+      ok = parse_int(v, 1, 1000000, &o->iters);
+    else if (a == "--warmup")
+      ok = parse_int(v, 0, 1000000, &o->warmup);
+    else if (a == "--timeout-s")
+      ok = parse_int(v, 1, 86400, &o->timeout_s);
+    else if (a == "--id-timeout-s")
+      ok = parse_int(v, 1, 86400, &o->id_timeout_s);
+    else if (a == "--nccl-lib")
+      o->nccl_lib = v;
     else {
       fprintf(stderr, "nccl-fabric-gpucheck: unknown option %s (see --help)\n", a.c_str());
       return 2;
@@ -492,8 +516,8 @@ int Checker::run() {
   nccl_check(nccl_.comm_init_rank(&comm_, o_.nranks, id, o_.rank), "ncclCommInitRank");
   printf("# rank %d/%d: communicator ready\n", o_.rank, o_.nranks);
   printf("# %12s %12s %6s %6s %11s %11s %11s  %-10s %-10s %-10s %s\n", "size(B)", "count", "type",
-         "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "allreduce", "allgather",
-         "sendrecv", "result");
+         "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "allreduce", "allgather", "sendrecv",
+         "result");
   fflush(stdout);
 
   bool all_ok = true;

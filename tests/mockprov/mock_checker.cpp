@@ -2,6 +2,7 @@
 // exported C API for tests.
 #include <arpa/inet.h>
 
+#include <strings.h>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -9,7 +10,6 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
-#include <strings.h>
 
 #include "mock_internal.h"
 
@@ -36,19 +36,22 @@ void destroy_global() {
 namespace {
 
 const char* const kViolationNames[] = {
-    "no_desc",     "bad_desc",    "desc_range",  "rma_key",      "rma_bounds",
-    "rma_access",  "cq_data",     "msg_size",    "inject_size",  "iov_limit",
-    "ctx_reuse",   "bad_addr",    "not_enabled", "missing_cap",  "mr_in_use",
-    "writedata_size", "unsupported", "opt_state", "busy_close", "dmabuf_fd",
-    "dmabuf_range", "no_eq", "api_version", "device_rdma_env",
+    "no_desc",        "bad_desc",    "desc_range",  "rma_key",         "rma_bounds",
+    "rma_access",     "cq_data",     "msg_size",    "inject_size",     "iov_limit",
+    "ctx_reuse",      "bad_addr",    "not_enabled", "missing_cap",     "mr_in_use",
+    "writedata_size", "unsupported", "opt_state",   "busy_close",      "dmabuf_fd",
+    "dmabuf_range",   "no_eq",       "api_version", "device_rdma_env",
 };
 const char* const kFaultNames[] = {
-    "eagain", "error", "unreachable", "cq_delay", "cq_reorder", "wire_delay", "wire_reorder", "chunked",
-    "eq_error",
+    "eagain",     "error",        "unreachable", "cq_delay", "cq_reorder",
+    "wire_delay", "wire_reorder", "chunked",     "eq_error",
 };
-static_assert(sizeof kViolationNames / sizeof kViolationNames[0] == MOCKEFA_V_COUNT, "one name per violation kind");
-static_assert(sizeof kFaultNames / sizeof kFaultNames[0] == MOCKEFA_F_COUNT, "one name per fault kind");
-static_assert(MOCKEFA_V_COUNT <= MOCKEFA_MAX_KINDS && MOCKEFA_F_COUNT <= MOCKEFA_MAX_KINDS, "counter arrays");
+static_assert(sizeof kViolationNames / sizeof kViolationNames[0] == MOCKEFA_V_COUNT,
+              "one name per violation kind");
+static_assert(sizeof kFaultNames / sizeof kFaultNames[0] == MOCKEFA_F_COUNT,
+              "one name per fault kind");
+static_assert(MOCKEFA_V_COUNT <= MOCKEFA_MAX_KINDS && MOCKEFA_F_COUNT <= MOCKEFA_MAX_KINDS,
+              "counter arrays");
 
 bool env_flag(const char* name, bool dflt) {
   const char* v = std::getenv(name);
@@ -149,9 +152,12 @@ Profile read_profile() {
   if (p.ndomains < 1) p.ndomains = 1;
   if (p.ndomains > kMaxDomains) p.ndomains = kMaxDomains;
   const char* gdr = env_str("MOCKEFA_GDR", "p2p");
-  if (strcasecmp(gdr, "nop2p") == 0) p.gdr = GdrMode::kNoP2p;
-  else if (strcasecmp(gdr, "nocuda") == 0) p.gdr = GdrMode::kNoCuda;
-  else p.gdr = GdrMode::kP2p;
+  if (strcasecmp(gdr, "nop2p") == 0)
+    p.gdr = GdrMode::kNoP2p;
+  else if (strcasecmp(gdr, "nocuda") == 0)
+    p.gdr = GdrMode::kNoCuda;
+  else
+    p.gdr = GdrMode::kP2p;
   p.device = env_choice("MOCKEFA_DEVICE", {"new", "old"}) == 1 ? DeviceGen::kOld : DeviceGen::kNew;
   if (p.device == DeviceGen::kOld) {
     // First-generation device: RDMA read, no RDMA write (MOCKEFA_RMA does not apply).
@@ -160,13 +166,18 @@ Profile read_profile() {
   } else {
     p.nic_rdma_read = p.nic_rdma_write = env_choice("MOCKEFA_RMA", {"emulated", "device"}) == 1;
   }
-  p.inorder128 = env_choice("MOCKEFA_INORDER128", {"auto", "no"}) == 1 ? InOrder128::kNo : InOrder128::kAuto;
+  p.inorder128 =
+      env_choice("MOCKEFA_INORDER128", {"auto", "no"}) == 1 ? InOrder128::kNo : InOrder128::kAuto;
   p.use_device_rdma_env = env_fi_bool("FI_EFA_USE_DEVICE_RDMA");
-  if (p.use_device_rdma_env >= 0) p.use_device_rdma_env_text = std::getenv("FI_EFA_USE_DEVICE_RDMA");
+  if (p.use_device_rdma_env >= 0)
+    p.use_device_rdma_env_text = std::getenv("FI_EFA_USE_DEVICE_RDMA");
   const char* hs = env_str("MOCKEFA_HANDSHAKE", "eagain");
-  if (strcasecmp(hs, "queue") == 0) p.handshake = HandshakeMode::kQueue;
-  else if (strcasecmp(hs, "none") == 0) p.handshake = HandshakeMode::kNone;
-  else p.handshake = HandshakeMode::kEagain;
+  if (strcasecmp(hs, "queue") == 0)
+    p.handshake = HandshakeMode::kQueue;
+  else if (strcasecmp(hs, "none") == 0)
+    p.handshake = HandshakeMode::kNone;
+  else
+    p.handshake = HandshakeMode::kEagain;
   p.require_mr_local = env_flag("MOCKEFA_REQUIRE_MR_LOCAL", false);
   p.legacy_opts = env_flag("MOCKEFA_LEGACY_OPTS", false);
   p.dmabuf = env_flag("MOCKEFA_DMABUF", true);
@@ -232,7 +243,8 @@ std::string addr_str(const EfaAddr& a) {
   char gid[INET6_ADDRSTRLEN] = {};
   inet_ntop(AF_INET6, a.gid, gid, sizeof gid);
   char buf[128];
-  std::snprintf(buf, sizeof buf, "fi_addr_efa://[%s]:%u:%u", gid, unsigned{a.qpn}, unsigned{a.qkey});
+  std::snprintf(buf, sizeof buf, "fi_addr_efa://[%s]:%u:%u", gid, unsigned{a.qpn},
+                unsigned{a.qkey});
   return buf;
 }
 
@@ -249,10 +261,18 @@ int efa_errno_to_err(int prov_errno) {
   if (prov_errno < 0) return -prov_errno;
   switch (prov_errno) {
     case 1: return FI_ECANCELED;
-    case 2: case 3: case 4: case 5: case 7: case 18: return FI_EINVAL;
-    case 6: case 11: return FI_EMSGSIZE;
-    case 8: case 13: return FI_ECONNABORTED;
-    case 9: case 14: return FI_ENOTCONN;
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 7:
+    case 18: return FI_EINVAL;
+    case 6:
+    case 11: return FI_EMSGSIZE;
+    case 8:
+    case 13: return FI_ECONNABORTED;
+    case 9:
+    case 14: return FI_ENOTCONN;
     case 10: return FI_ENORX;
     case 12: return FI_EREMOTEIO;
     case 15: return FI_EHOSTUNREACH;
@@ -298,7 +318,8 @@ void violation(int kind, const char* fmt, ...) {
   if (env_flag("MOCKEFA_VERBOSE", false))
     std::fprintf(stderr, "mockefa: violation %s\n", gl.last_violation.c_str());
   if (env_flag("MOCKEFA_ABORT_ON_VIOLATION", false)) {
-    std::fprintf(stderr, "mockefa: violation %s (MOCKEFA_ABORT_ON_VIOLATION)\n", gl.last_violation.c_str());
+    std::fprintf(stderr, "mockefa: violation %s (MOCKEFA_ABORT_ON_VIOLATION)\n",
+                 gl.last_violation.c_str());
     std::abort();
   }
 }
@@ -406,7 +427,8 @@ MOCKEFA_EXPORT int mockefa_get_nic_info(int index, struct mockefa_nic_info* out)
 
 // An error completion that belongs to no operation (op_context NULL), as EFA reports some peer
 // failures: one into the receive CQ of every enabled endpoint. Returns how many were written.
-MOCKEFA_EXPORT int mockefa_inject_stray_error(int err, uint64_t flags, uint64_t data, uint64_t tag) {
+MOCKEFA_EXPORT int mockefa_inject_stray_error(int err, uint64_t flags, uint64_t data,
+                                              uint64_t tag) {
   Lock lk(g().mu);
   int n = 0;
   for (auto& kv : g().eps_by_serial) {

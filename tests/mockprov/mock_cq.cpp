@@ -96,7 +96,9 @@ ssize_t cq_read_common(fid_cq* fcq, void* buf, size_t count, fi_addr_t* src) {
   return eavail ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
-ssize_t cq_read(fid_cq* cq, void* buf, size_t count) { return cq_read_common(cq, buf, count, nullptr); }
+ssize_t cq_read(fid_cq* cq, void* buf, size_t count) {
+  return cq_read_common(cq, buf, count, nullptr);
+}
 
 ssize_t cq_readfrom(fid_cq* cq, void* buf, size_t count, fi_addr_t* src_addr) {
   return cq_read_common(cq, buf, count, src_addr);
@@ -174,16 +176,21 @@ void complete_entry(Ep* ep, Cq* cq, CqEntry e, bool want_completion) {
   }
   e.hidden = ep ? ep->faults.cq_delay : 0;
   if (e.hidden) count_fault(MOCKEFA_F_CQ_DELAY);
-  if (e.is_error) g().counters.error_completions++;
-  else g().counters.completions++;
+  if (e.is_error)
+    g().counters.error_completions++;
+  else
+    g().counters.completions++;
   cq->entries.push_back(std::move(e));
 }
 
 int mock_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** fcq, void* context) {
   if (!domain || !attr || !fcq) return -FI_EINVAL;
   switch (attr->format) {
-    case FI_CQ_FORMAT_UNSPEC: case FI_CQ_FORMAT_CONTEXT: case FI_CQ_FORMAT_MSG:
-    case FI_CQ_FORMAT_DATA: case FI_CQ_FORMAT_TAGGED: break;
+    case FI_CQ_FORMAT_UNSPEC:
+    case FI_CQ_FORMAT_CONTEXT:
+    case FI_CQ_FORMAT_MSG:
+    case FI_CQ_FORMAT_DATA:
+    case FI_CQ_FORMAT_TAGGED: break;
     default: return -FI_EINVAL;
   }
   // No wait objects: fi_cq_sread is not supported (EFA's RDM users poll).

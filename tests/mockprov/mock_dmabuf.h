@@ -15,16 +15,18 @@
 #ifndef FI_MR_DMABUF
 #define FI_MR_DMABUF (1ULL << 40)
 struct fi_mr_dmabuf {
-	int fd;            /* the dma-buf; the provider does not keep it (it may be closed after fi_mr_regattr) */
-	uint64_t offset;   /* where the region starts inside the dma-buf */
-	size_t len;        /* length of the region */
-	void *base_addr;   /* virtual address of the dma-buf's byte 0: the region is at base_addr + offset */
+  int fd; /* the dma-buf; the provider does not keep it (it may be closed after fi_mr_regattr) */
+  uint64_t offset; /* where the region starts inside the dma-buf */
+  size_t len;      /* length of the region */
+  void*
+      base_addr; /* virtual address of the dma-buf's byte 0: the region is at base_addr + offset */
 };
 #endif
 
 #ifdef __cplusplus
 static_assert(sizeof(struct fi_mr_dmabuf) == 32 && offsetof(struct fi_mr_dmabuf, offset) == 8 &&
-                  offsetof(struct fi_mr_dmabuf, len) == 16 && offsetof(struct fi_mr_dmabuf, base_addr) == 24,
+                  offsetof(struct fi_mr_dmabuf, len) == 16 &&
+                  offsetof(struct fi_mr_dmabuf, base_addr) == 24,
               "struct fi_mr_dmabuf has libfabric's layout");
 #endif
 

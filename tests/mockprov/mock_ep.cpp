@@ -67,12 +67,14 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
   if (ep->enabled) {
     // EFA would take an EQ late, but errors raised before it was bound would have aborted:
     // the mock wants it bound before fi_enable, like the CQs and the AV.
-    if (is_eq) violation(MOCKEFA_V_OPT_STATE, "fi_ep_bind(eq) after fi_enable: bind the EQ before enabling");
+    if (is_eq)
+      violation(MOCKEFA_V_OPT_STATE, "fi_ep_bind(eq) after fi_enable: bind the EQ before enabling");
     return -FI_EOPBADSTATE;
   }
   if (is_eq) {
     Eq* eq = self_of<Eq>(reinterpret_cast<fid_eq*>(bfid));
-    if (eq->fabric != ep->domain->fabric || ep->eq) return -FI_EINVAL;  // other fabric, or a second EQ
+    if (eq->fabric != ep->domain->fabric || ep->eq)
+      return -FI_EINVAL;  // other fabric, or a second EQ
     if (flags) return -FI_EBADFLAGS;
     ep->eq = eq;
     eq->bound_eps++;
@@ -187,7 +189,8 @@ int ep_setopt(fid* f, int level, int optname, const void* optval, size_t optlen)
   int iv = 0;
   auto before_enable = [&](const char* name) {
     if (!ep->enabled) return true;
-    violation(MOCKEFA_V_OPT_STATE, "fi_setopt(%s) after fi_enable: EFA decides it at fi_enable", name);
+    violation(MOCKEFA_V_OPT_STATE, "fi_setopt(%s) after fi_enable: EFA decides it at fi_enable",
+              name);
     return false;
   };
   switch (optname) {
@@ -228,8 +231,7 @@ int ep_setopt(fid* f, int level, int optname, const void* optval, size_t optlen)
       if (!read_opt(optval, optlen, &sz)) return -FI_EINVAL;
       return set_size_limit(sz, ep->inject_size, &ep->inject_rma);
     case kOptMaxAtomicSize:
-    case kOptInjectAtomicSize:
-      return -FI_EOPNOTSUPP;  // the mock has no atomics
+    case kOptInjectAtomicSize: return -FI_EOPNOTSUPP;  // the mock has no atomics
     case kOptEfaRnrRetry:
       if (!read_opt(optval, optlen, &sz)) return -FI_EINVAL;
       if (!before_enable("FI_OPT_EFA_RNR_RETRY")) return -FI_EINVAL;
@@ -264,8 +266,7 @@ int ep_setopt(fid* f, int level, int optname, const void* optval, size_t optlen)
       if (!read_opt(optval, optlen, &b)) return -FI_EINVAL;
       ep->homogeneous_peers = b || p.handshake == HandshakeMode::kNone;
       return 0;
-    default:
-      return -FI_ENOPROTOOPT;  // includes the getopt-only EMULATED_* options
+    default: return -FI_ENOPROTOOPT;  // includes the getopt-only EMULATED_* options
   }
 }
 
@@ -306,7 +307,8 @@ ssize_t ep_rx_size_left(fid_ep* fep) {
 ssize_t ep_tx_size_left(fid_ep* fep) {
   Lock lk(g().mu);
   Ep* ep = self_of<Ep>(fep);
-  return ep->tx_outstanding >= ep->tx_size ? 0 : static_cast<ssize_t>(ep->tx_size - ep->tx_outstanding);
+  return ep->tx_outstanding >= ep->tx_size ? 0
+                                           : static_cast<ssize_t>(ep->tx_size - ep->tx_outstanding);
 }
 
 int cm_getname(fid* f, void* addr, size_t* addrlen) {
@@ -342,14 +344,17 @@ bool default_use_device_rdma(const Profile& p, uint32_t api_version) {
   if (p.device == DeviceGen::kOld && api_version < kApi118) v = false;
   if (p.use_device_rdma_env == 2) {
     std::fprintf(stderr,
-                 "mockefa: FI_EFA_USE_DEVICE_RDMA=%s is not a boolean: EFA would abort(); using the default %d\n",
+                 "mockefa: FI_EFA_USE_DEVICE_RDMA=%s is not a boolean: EFA would abort(); using "
+                 "the default %d\n",
                  p.use_device_rdma_env_text.c_str(), v ? 1 : 0);
     violation(MOCKEFA_V_DEVICE_RDMA_ENV, "FI_EFA_USE_DEVICE_RDMA=%s is not a boolean (EFA aborts)",
               p.use_device_rdma_env_text.c_str());
   } else if (p.use_device_rdma_env == 1 && !p.nic_rdma_read) {
     std::fprintf(stderr,
-                 "mockefa: FI_EFA_USE_DEVICE_RDMA=1 but the NIC has no RDMA read: EFA would abort(); using 0\n");
-    violation(MOCKEFA_V_DEVICE_RDMA_ENV, "FI_EFA_USE_DEVICE_RDMA=1 on a NIC without RDMA read (EFA aborts)");
+                 "mockefa: FI_EFA_USE_DEVICE_RDMA=1 but the NIC has no RDMA read: EFA would "
+                 "abort(); using 0\n");
+    violation(MOCKEFA_V_DEVICE_RDMA_ENV,
+              "FI_EFA_USE_DEVICE_RDMA=1 on a NIC without RDMA read (EFA aborts)");
     v = false;
   } else if (p.use_device_rdma_env >= 0) {
     v = p.use_device_rdma_env == 1;
@@ -365,7 +370,8 @@ int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
     return -FI_EINVAL;
   Lock lk(g().mu);
   Domain* d = self_of<Domain>(domain);
-  if (info->domain_attr && info->domain_attr->name && d->name != info->domain_attr->name) return -FI_EINVAL;
+  if (info->domain_attr && info->domain_attr->name && d->name != info->domain_attr->name)
+    return -FI_EINVAL;
   auto* ep = new Ep();
   ep->h.self = ep;
   ep->h.fid.fid.fclass = FI_CLASS_EP;

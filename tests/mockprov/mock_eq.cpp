@@ -127,7 +127,8 @@ int mock_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** feq, void* conte
   return 0;
 }
 
-void eq_write_error(Eq* eq, fid_t fid, void* context, int err, int prov_errno, std::string err_data) {
+void eq_write_error(Eq* eq, fid_t fid, void* context, int err, int prov_errno,
+                    std::string err_data) {
   EqEntry e;
   e.event = FI_NOTIFY;
   e.is_error = true;
@@ -142,7 +143,8 @@ void eq_write_error(Eq* eq, fid_t fid, void* context, int err, int prov_errno, s
 void eq_forget_fid(Eq* eq, fid_t fid) {
   // libfabric's util endpoint drops its events from the EQ when it closes.
   auto& v = eq->entries;
-  v.erase(std::remove_if(v.begin(), v.end(), [fid](const EqEntry& e) { return e.fid == fid; }), v.end());
+  v.erase(std::remove_if(v.begin(), v.end(), [fid](const EqEntry& e) { return e.fid == fid; }),
+          v.end());
 }
 
 void init_eq_ops() {

@@ -46,8 +46,8 @@ int fabric_close(fid* f) {
   Lock lk(g().mu);
   Fabric* fab = self_of<Fabric>(reinterpret_cast<fid_fabric*>(f));
   if (fab->domains || fab->eqs) {
-    violation(MOCKEFA_V_BUSY_CLOSE, "fi_close(fabric) with %d domain(s) and %d EQ(s) open", fab->domains,
-              fab->eqs);
+    violation(MOCKEFA_V_BUSY_CLOSE, "fi_close(fabric) with %d domain(s) and %d EQ(s) open",
+              fab->domains, fab->eqs);
     return -FI_EBUSY;
   }
   delete fab;
@@ -57,7 +57,8 @@ int fabric_close(fid* f) {
 
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
 
-int domain2_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, uint64_t flags, void* context) {
+int domain2_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, uint64_t flags,
+                 void* context) {
   if (flags) return -FI_EINVAL;
   return domain_open(fabric, info, dom, context);
 }
@@ -91,9 +92,14 @@ int domain_cntr_open(fid_domain*, fi_cntr_attr*, fid_cntr**, void*) { return -FI
 int domain_poll_open(fid_domain*, fi_poll_attr*, fid_poll**) { return -FI_ENOSYS; }
 int domain_stx_ctx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
 int domain_srx_ctx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
-int domain_query_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) { return -FI_EOPNOTSUPP; }
-int domain_query_collective(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) { return -FI_ENOSYS; }
-int domain_endpoint2(fid_domain* domain, fi_info* info, fid_ep** ep, uint64_t flags, void* context) {
+int domain_query_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) {
+  return -FI_EOPNOTSUPP;
+}
+int domain_query_collective(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) {
+  return -FI_ENOSYS;
+}
+int domain_endpoint2(fid_domain* domain, fi_info* info, fid_ep** ep, uint64_t flags,
+                     void* context) {
   if (flags) return -FI_EINVAL;
   return mock_endpoint(domain, info, ep, context);
 }
@@ -140,7 +146,8 @@ int av_close(fid* f) {
   return 0;
 }
 
-int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags, void*) {
+int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags,
+              void*) {
   if (flags & ~FI_MORE) return -FI_EBADFLAGS;
   if (count && !addr) return -FI_EINVAL;
   Lock lk(g().mu);
@@ -159,7 +166,9 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
   return static_cast<int>(count);
 }
 
-int av_insertsvc(fid_av*, const char*, const char*, fi_addr_t*, uint64_t, void*) { return -FI_ENOSYS; }
+int av_insertsvc(fid_av*, const char*, const char*, fi_addr_t*, uint64_t, void*) {
+  return -FI_ENOSYS;
+}
 int av_insertsym(fid_av*, const char*, size_t, const char*, size_t, fi_addr_t*, uint64_t, void*) {
   return -FI_ENOSYS;
 }
@@ -200,7 +209,8 @@ int av_set(fid_av*, fi_av_set_attr*, fid_av_set**, void*) { return -FI_ENOSYS; }
 int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** fav, void* context) {
   if (!domain || !attr || !fav) return -FI_EINVAL;
   // EFA 2.1+ turns FI_AV_MAP into FI_AV_TABLE; no named/shared AVs, no EQ (FI_EVENT).
-  if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_TABLE && attr->type != FI_AV_MAP) return -FI_EINVAL;
+  if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_TABLE && attr->type != FI_AV_MAP)
+    return -FI_EINVAL;
   if (attr->name || (attr->flags & FI_EVENT)) return -FI_ENOSYS;
   Lock lk(g().mu);
   Domain* d = self_of<Domain>(domain);

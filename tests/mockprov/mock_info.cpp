@@ -1,8 +1,8 @@
 // Provider entry point (fi_prov_ini), fi_getinfo with EFA-like hints filtering, and the per-NIC
 // fid_nic that every returned fi_info carries.
+#include <strings.h>
 #include <cstdio>
 #include <cstdlib>
-#include <strings.h>
 
 #include "mock_internal.h"
 
@@ -91,7 +91,8 @@ fid_nic* nic_alloc(int index, const Profile& p) {
   nic_facts(index, &facts);
   std::snprintf(b->name, sizeof b->name, "%s", facts.device_name);
   // The PCI device id EFA's vendor_part_id is: 0xefa0 for a first-generation device.
-  std::snprintf(b->device_id, sizeof b->device_id, p.device == DeviceGen::kOld ? "0xefa0" : "0xefa1");
+  std::snprintf(b->device_id, sizeof b->device_id,
+                p.device == DeviceGen::kOld ? "0xefa0" : "0xefa1");
   std::snprintf(b->device_version, sizeof b->device_version, "0");
   std::snprintf(b->vendor_id, sizeof b->vendor_id, "0x1d0f");
   std::snprintf(b->driver, sizeof b->driver, "efa");
@@ -154,7 +155,8 @@ struct Chosen {
 
 // Returns null when the hints select the mock, else the reason they do not.
 const char* choose(const Profile& p, const fi_info* h, Chosen* c) {
-  const uint64_t prov_caps = kPrimaryCaps | kSecondaryCaps | (p.gdr != GdrMode::kNoCuda ? FI_HMEM : 0);
+  const uint64_t prov_caps =
+      kPrimaryCaps | kSecondaryCaps | (p.gdr != GdrMode::kNoCuda ? FI_HMEM : 0);
   const uint64_t primary = kPrimaryCaps | FI_HMEM;
   c->inject_size = p.inject_size;
   c->tx_size = p.tx_size;
@@ -212,7 +214,8 @@ const char* choose(const Profile& p, const fi_info* h, Chosen* c) {
 
   if (const fi_tx_attr* t = h->tx_attr) {
     if (t->caps & ~(kTxCaps & prov_caps)) return "tx_attr->caps";
-    if (t->msg_order & ~kMsgOrder) return "tx_attr->msg_order beyond FI_ORDER_SAS (no RMA ordering)";
+    if (t->msg_order & ~kMsgOrder)
+      return "tx_attr->msg_order beyond FI_ORDER_SAS (no RMA ordering)";
     if (t->comp_order) return "tx_attr->comp_order";
     if (t->inject_size > p.inject_size) return "tx_attr->inject_size";
     if (t->size > p.tx_size) return "tx_attr->size";
@@ -257,7 +260,8 @@ const char* choose(const Profile& p, const fi_info* h, Chosen* c) {
     if (d->resource_mgmt != FI_RM_UNSPEC) c->rm = d->resource_mgmt;
     c->domain_filter = d->name;
   }
-  if (h->src_addr && h->src_addrlen == kAddrLen) c->src_filter = static_cast<const EfaAddr*>(h->src_addr);
+  if (h->src_addr && h->src_addrlen == kAddrLen)
+    c->src_filter = static_cast<const EfaAddr*>(h->src_addr);
   return nullptr;
 }
 
@@ -346,8 +350,10 @@ int mock_getinfo_locked(uint32_t version, const fi_info* hints, fi_info** info) 
       *info = nullptr;
       return -FI_ENOMEM;
     }
-    if (tail) tail->next = fi;
-    else *info = fi;
+    if (tail)
+      tail->next = fi;
+    else
+      *info = fi;
     tail = fi;
   }
   if (!*info) {
@@ -365,14 +371,15 @@ fi_provider g_provider;
 
 void domain_gid(int index, uint8_t gid[16]) {
   // Link-local style like real EFA GIDs; the last two bytes make each mock NIC distinct.
-  static const uint8_t kPrefix[14] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x04, 0xa1, 0xb5, 0xff, 0xfe, 0x7e};
+  static const uint8_t kPrefix[14] = {0xfe, 0x80, 0,    0,    0,    0,    0,
+                                      0,    0x04, 0xa1, 0xb5, 0xff, 0xfe, 0x7e};
   std::memcpy(gid, kPrefix, sizeof kPrefix);
   gid[14] = 0x10;
   gid[15] = static_cast<uint8_t>(index);
 }
 
-int mock_getinfo(uint32_t version, const char* /*node*/, const char* /*service*/, uint64_t /*flags*/,
-                 const fi_info* hints, fi_info** info) {
+int mock_getinfo(uint32_t version, const char* /*node*/, const char* /*service*/,
+                 uint64_t /*flags*/, const fi_info* hints, fi_info** info) {
   Lock lk(g().mu);
   return mock_getinfo_locked(version, hints, info);
 }

@@ -69,8 +69,8 @@ constexpr uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_RECV | FI_REMOTE_R
                              FI_REMOTE_WRITE | FI_SOURCE | FI_DIRECTED_RECV | FI_HMEM;
 constexpr uint64_t kMsgOrder = FI_ORDER_SAS;
 // Bits of mr_mode (spelled as numbers elsewhere would trip 2.x deprecation pragmas).
-constexpr int kMrBasicLegacy = 1;     // FI_MR_BASIC
-constexpr int kMrScalableLegacy = 2;  // FI_MR_SCALABLE
+constexpr int kMrBasicLegacy = 1;                    // FI_MR_BASIC
+constexpr int kMrScalableLegacy = 2;                 // FI_MR_SCALABLE
 constexpr uint64_t kModeLocalMrLegacy = 1ULL << 55;  // FI_LOCAL_MR (mode bit, deprecated in 2.x)
 constexpr int kMrRequired = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 constexpr int kMrRmaTarget = FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_RMA_EVENT;
@@ -108,10 +108,11 @@ enum ProvErrno : int {
   kEfaUnresp = 13,
   kEfaUnknownPeer = 14,
   kEfaUnreach = 15,
-  kEfaErrPeerHandshake = 4113,  // FI_EFA_ERR_PEER_HANDSHAKE: what EFA writes to the EQ for a handshake failure
+  kEfaErrPeerHandshake =
+      4113,  // FI_EFA_ERR_PEER_HANDSHAKE: what EFA writes to the EQ for a handshake failure
 };
-int efa_errno_to_err(int prov_errno);        // the 2.1+ mapping to a positive FI_E* value
-const char* efa_strerror(int prov_errno);    // static text, like EFA's table
+int efa_errno_to_err(int prov_errno);      // the 2.1+ mapping to a positive FI_E* value
+const char* efa_strerror(int prov_errno);  // static text, like EFA's table
 
 enum class GdrMode { kP2p, kNoP2p, kNoCuda };
 // MOCKEFA_DEVICE: kNew = the NIC's RDMA follows MOCKEFA_RMA (read and write alike); kOld = a
@@ -131,7 +132,7 @@ struct Profile {
   int ndomains = 1;
   GdrMode gdr = GdrMode::kP2p;
   DeviceGen device = DeviceGen::kNew;
-  bool nic_rdma_read = false;   // the NIC can do RDMA read / write (device capability bits)
+  bool nic_rdma_read = false;  // the NIC can do RDMA read / write (device capability bits)
   bool nic_rdma_write = false;
   InOrder128 inorder128 = InOrder128::kAuto;
   // FI_EFA_USE_DEVICE_RDMA: -1 unset, 0/1, 2 = set but not a boolean (EFA aborts on it).
@@ -148,7 +149,8 @@ struct Profile {
   size_t rx_size = 8192;
   size_t max_writedata = size_t{1} << 30;
   uint64_t unreach_polls = 64;
-  bool write_event_context = false;  // fi_writedata target events carry a junk op_context (shm 1.17)
+  bool write_event_context =
+      false;  // fi_writedata target events carry a junk op_context (shm 1.17)
   bool verbose = false;
   bool abort_on_violation = false;
 };
@@ -252,7 +254,9 @@ struct Mr {
   int iface = FI_HMEM_SYSTEM;
   int device = 0;
   uint64_t key = 0;
-  bool covers(uintptr_t addr, size_t n) const { return addr >= base && n <= len && addr - base <= len - n; }
+  bool covers(uintptr_t addr, size_t n) const {
+    return addr >= base && n <= len && addr - base <= len - n;
+  }
 };
 
 struct CqEntry {
@@ -270,7 +274,7 @@ struct CqEntry {
   std::string err_data;
   uint64_t ep_serial = 0;  // endpoint whose context set this entry releases
   bool track_ctx = false;
-  uint32_t hidden = 0;     // remaining CQ reads before it becomes visible
+  uint32_t hidden = 0;  // remaining CQ reads before it becomes visible
 };
 
 struct Cq {
@@ -311,11 +315,11 @@ struct Op {
   uint64_t id = 0;
   OpKind kind = OpKind::kMsg;
   OpState st = OpState::kWire;
-  Ep* init = nullptr;        // null once the initiator has its completion (eager unexpected)
+  Ep* init = nullptr;  // null once the initiator has its completion (eager unexpected)
   uint64_t init_serial = 0;
   EfaAddr src_addr{}, dst_addr{};
   void* context = nullptr;
-  uint64_t tx_flags = 0;     // completion flags at the initiator
+  uint64_t tx_flags = 0;  // completion flags at the initiator
   bool want_completion = true;
   bool track_ctx = false;
   bool is_inject = false;
@@ -326,19 +330,20 @@ struct Op {
   bool has_data = false;
   uint64_t rma_addr = 0, rma_key = 0;
   bool needs_handshake = false;
-  bool ordered = true;       // FI_ORDER_SAS applies between this op and its pair's next message
+  bool ordered = true;  // FI_ORDER_SAS applies between this op and its pair's next message
   uint32_t wire_delay = 0;
   uint64_t undelivered_polls = 0;
   int fail_err = 0, fail_prov = 0;  // injected failure, reported at the initiator's progress
   bool fail_unreachable = false;    // ... because of MOCKEFA_UNREACHABLE_AFTER
-  bool fail_peer_lost = false;      // ... because of MOCKEFA_EQ_ERROR_AFTER (the peer's handshake failed)
+  bool fail_peer_lost =
+      false;  // ... because of MOCKEFA_EQ_ERROR_AFTER (the peer's handshake failed)
   bool mr_lost = false;
   // landing state
   RecvReq recv;
   Ep* recv_ep = nullptr;
   size_t land_bytes = 0, chunk = 0;
   std::vector<size_t> chunks;  // remaining chunk indices, in landing order
-  bool internal = false;      // handshake traffic: no completion, not counted as outstanding
+  bool internal = false;       // handshake traffic: no completion, not counted as outstanding
   bool on_wire = false;
   std::list<Op*>::iterator wire_it;
 };
@@ -361,7 +366,8 @@ struct Ep {
   size_t inject_size = 0, max_msg = 0, max_tagged = 0, max_rma = 0;
   size_t inject_msg = 0, inject_tagged = 0, inject_rma = 0;
   size_t tx_size = 0, rx_size = 0;
-  bool use_device_rdma = false;  // FI_OPT_EFA_USE_DEVICE_RDMA / FI_EFA_USE_DEVICE_RDMA / EFA's default
+  bool use_device_rdma =
+      false;  // FI_OPT_EFA_USE_DEVICE_RDMA / FI_EFA_USE_DEVICE_RDMA / EFA's default
   bool read_emulated() const { return !(use_device_rdma && profile.nic_rdma_read); }
   bool write_emulated() const { return !(use_device_rdma && profile.nic_rdma_write); }
   bool homogeneous_peers = false;
@@ -399,8 +405,8 @@ struct Global {
   std::map<EfaAddr, Ep*> eps_by_addr;  // enabled endpoints
   std::set<EfaAddr> closed_addrs;      // endpoints that were enabled and are gone
   std::unordered_map<uint64_t, Ep*> eps_by_serial;
-  std::list<Op*> wire;                 // ops in kWire or kLanding, in post order
-  std::vector<Op*> graveyard;          // retired ops, freed when no pass iterates them
+  std::list<Op*> wire;         // ops in kWire or kLanding, in post order
+  std::vector<Op*> graveyard;  // retired ops, freed when no pass iterates them
   int pass_depth = 0;
   uint64_t next_serial = 1, next_op_id = 1;
   uint16_t next_qpn[kMaxDomains] = {};
@@ -419,7 +425,8 @@ void count_fault(int kind);
 void apply_faults(Ep* ep, const mockefa_faults& f);  // also restarts its counters
 
 // ops tables (set up once)
-extern fi_ops g_fabric_fi_ops, g_domain_fi_ops, g_av_fi_ops, g_cq_fi_ops, g_mr_fi_ops, g_ep_fi_ops, g_eq_fi_ops;
+extern fi_ops g_fabric_fi_ops, g_domain_fi_ops, g_av_fi_ops, g_cq_fi_ops, g_mr_fi_ops, g_ep_fi_ops,
+    g_eq_fi_ops;
 extern fi_ops_eq g_eq_ops;
 extern fi_ops_fabric g_fabric_ops;
 extern fi_ops_domain g_domain_ops;
@@ -451,12 +458,13 @@ int mock_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 // objects
 int mock_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context);
 int mock_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
-void eq_write_error(Eq* eq, fid_t fid, void* context, int err, int prov_errno, std::string err_data);
+void eq_write_error(Eq* eq, fid_t fid, void* context, int err, int prov_errno,
+                    std::string err_data);
 void eq_forget_fid(Eq* eq, fid_t fid);  // drops the entries about fid (its object is closing)
 int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
 Mr* live_mr(const void* desc);  // the Mr behind desc if it is a live registration, else null
 Mr* mr_for_key(uint64_t key);
-void mr_closing(Mr* mr);        // flags ops that still use it
+void mr_closing(Mr* mr);  // flags ops that still use it
 
 // posting (ep + msg + rma)
 struct PostArgs {

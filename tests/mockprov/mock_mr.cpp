@@ -64,7 +64,8 @@ int check_dmabuf(const Domain* d, const fi_mr_dmabuf* db) {
   }
   if (reinterpret_cast<uintptr_t>(db->base_addr) != start) {
     violation(MOCKEFA_V_DMABUF_RANGE,
-              "FI_MR_DMABUF base_addr %p is not the address of the dma-buf's first byte (0x%llx): the region "
+              "FI_MR_DMABUF base_addr %p is not the address of the dma-buf's first byte (0x%llx): "
+              "the region "
               "[0x%llx, +%zu) would name other memory than it holds",
               db->base_addr, start, static_cast<unsigned long long>(va), db->len);
     return -FI_EINVAL;
@@ -82,7 +83,8 @@ int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, ui
   const uint32_t api = d->fabric->api_version;
   if ((flags & FI_MR_DMABUF) && api < kApi120) {
     // EFA adds FI_MR_DMABUF to the flags it accepts only at API >= 1.20 (efa_mr_regattr).
-    violation(MOCKEFA_V_API_VERSION, "FI_MR_DMABUF on a fabric opened at API %u.%u: EFA takes it from 1.20 on",
+    violation(MOCKEFA_V_API_VERSION,
+              "FI_MR_DMABUF on a fabric opened at API %u.%u: EFA takes it from 1.20 on",
               FI_MAJOR(api), FI_MINOR(api));
     return -FI_EBADFLAGS;
   }
@@ -105,8 +107,10 @@ int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, ui
     // The mock pretends a CUDA runtime exists (host memory stands in for device memory)
     // unless MOCKEFA_GDR=nocuda, where EFA answers -FI_ENOSYS.
     if (d->profile.gdr == GdrMode::kNoCuda) return -FI_ENOSYS;
-    if (!(d->caps & FI_HMEM)) iface = FI_HMEM_SYSTEM;  // EFA logs and treats it as host memory
-    else cuda_soft_key = d->profile.gdr == GdrMode::kNoP2p;
+    if (!(d->caps & FI_HMEM))
+      iface = FI_HMEM_SYSTEM;  // EFA logs and treats it as host memory
+    else
+      cuda_soft_key = d->profile.gdr == GdrMode::kNoP2p;
   } else if (iface != FI_HMEM_SYSTEM) {
     return (iface > FI_HMEM_SYSTEM && iface <= FI_HMEM_SYNAPSEAI) ? -FI_ENOSYS : -FI_EINVAL;
   }
@@ -161,8 +165,8 @@ int mr_regv(fid* fdom, const iovec* iov, size_t count, uint64_t access, uint64_t
 int mr_regattr(fid* fdom, const fi_mr_attr* attr, uint64_t flags, fid_mr** mr) {
   if (!attr) return -FI_EINVAL;
   int device = attr->iface == FI_HMEM_CUDA ? attr->device.cuda : 0;
-  return mr_reg_common(fdom, attr->mr_iov, attr->iov_count, attr->access, flags, attr->iface, device,
-                       attr->context, mr);
+  return mr_reg_common(fdom, attr->mr_iov, attr->iov_count, attr->access, flags, attr->iface,
+                       device, attr->context, mr);
 }
 
 }  // namespace

@@ -59,10 +59,14 @@ ssize_t post(Ep* ep, const PostArgs& a) {
   const char* name = op_name(a);
 
   if (!ep->enabled)
-    return refuse(MOCKEFA_V_NOT_ENABLED, -FI_EOPBADSTATE, "%s on an endpoint that is not enabled", name);
-  const uint64_t need_cap = a.kind == OpKind::kMsg ? FI_MSG : a.kind == OpKind::kTagged ? FI_TAGGED : FI_RMA;
+    return refuse(MOCKEFA_V_NOT_ENABLED, -FI_EOPBADSTATE, "%s on an endpoint that is not enabled",
+                  name);
+  const uint64_t need_cap = a.kind == OpKind::kMsg      ? FI_MSG
+                            : a.kind == OpKind::kTagged ? FI_TAGGED
+                                                        : FI_RMA;
   if (!(ep->caps & need_cap))
-    return refuse(MOCKEFA_V_MISSING_CAP, -FI_EOPNOTSUPP, "%s but the endpoint's caps lack it", name);
+    return refuse(MOCKEFA_V_MISSING_CAP, -FI_EOPNOTSUPP, "%s but the endpoint's caps lack it",
+                  name);
   if (a.flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD | FI_TRIGGER | FI_FENCE))
     return refuse(MOCKEFA_V_UNSUPPORTED, -FI_EOPNOTSUPP,
                   "%s with MULTI_RECV/PEEK/CLAIM/DISCARD/TRIGGER/FENCE (not modelled)", name);
@@ -77,14 +81,18 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     if (!a.iov[i].iov_base && a.iov[i].iov_len) return -FI_EINVAL;
     len += a.iov[i].iov_len;
   }
-  const size_t max = a.kind == OpKind::kMsg ? ep->max_msg : a.kind == OpKind::kTagged ? ep->max_tagged : ep->max_rma;
+  const size_t max = a.kind == OpKind::kMsg      ? ep->max_msg
+                     : a.kind == OpKind::kTagged ? ep->max_tagged
+                                                 : ep->max_rma;
   if (len > max) {
     violation(MOCKEFA_V_MSG_SIZE, "%s of %zu bytes > max %zu", name, len, max);
     return -FI_EINVAL;
   }
   const bool inject = tx && (a.inject_call || (a.flags & FI_INJECT));
   if (inject) {
-    const size_t lim = a.kind == OpKind::kMsg ? ep->inject_msg : a.kind == OpKind::kTagged ? ep->inject_tagged : ep->inject_rma;
+    const size_t lim = a.kind == OpKind::kMsg      ? ep->inject_msg
+                       : a.kind == OpKind::kTagged ? ep->inject_tagged
+                                                   : ep->inject_rma;
     if (len > lim) {
       violation(MOCKEFA_V_INJECT_SIZE, "inject %s of %zu bytes > inject_size %zu", name, len, lim);
       return -FI_EINVAL;
@@ -93,8 +101,8 @@ ssize_t post(Ep* ep, const PostArgs& a) {
   if (is_rma && a.rma[0].len != len) return -FI_EINVAL;
   const bool has_data = tx && (a.flags & FI_REMOTE_CQ_DATA);
   if (has_data && a.kind == OpKind::kWrite && len > p.max_writedata) {
-    violation(MOCKEFA_V_WRITEDATA_SIZE, "fi_writedata of %zu bytes: more than one device write (%zu)", len,
-              p.max_writedata);
+    violation(MOCKEFA_V_WRITEDATA_SIZE,
+              "fi_writedata of %zu bytes: more than one device write (%zu)", len, p.max_writedata);
     return -FI_EINVAL;
   }
   if (has_data && a.data > kCqDataMax) {
@@ -108,13 +116,15 @@ ssize_t post(Ep* ep, const PostArgs& a) {
       Seg s{static_cast<uint8_t*>(a.iov[i].iov_base), a.iov[i].iov_len, nullptr};
       void* desc = a.desc ? a.desc[i] : nullptr;
       if (s.len == 0) {
-        segs.push_back(s);  // zero-length pieces need neither buffer nor descriptor (EFA allows 0-byte ops)
+        segs.push_back(
+            s);  // zero-length pieces need neither buffer nor descriptor (EFA allows 0-byte ops)
         continue;
       }
       if (!desc) {
         if (ep->domain->mr_mode & FI_MR_LOCAL) {
-          violation(MOCKEFA_V_NO_DESC, "%s of %zu bytes at %p without a descriptor under FI_MR_LOCAL", name,
-                    s.len, static_cast<void*>(s.ptr));
+          violation(MOCKEFA_V_NO_DESC,
+                    "%s of %zu bytes at %p without a descriptor under FI_MR_LOCAL", name, s.len,
+                    static_cast<void*>(s.ptr));
           return -FI_EINVAL;
         }
         segs.push_back(s);
@@ -122,13 +132,14 @@ ssize_t post(Ep* ep, const PostArgs& a) {
       }
       Mr* mr = live_mr(desc);
       if (!mr || mr->domain != ep->domain) {
-        violation(MOCKEFA_V_BAD_DESC, "%s with descriptor %p that is not a live MR of domain %s", name, desc,
-                  ep->domain->name.c_str());
+        violation(MOCKEFA_V_BAD_DESC, "%s with descriptor %p that is not a live MR of domain %s",
+                  name, desc, ep->domain->name.c_str());
         return -FI_EINVAL;
       }
       if (!mr->covers(reinterpret_cast<uintptr_t>(s.ptr), s.len)) {
         violation(MOCKEFA_V_DESC_RANGE, "%s of [%p, +%zu) outside its MR [0x%llx, +%zu)", name,
-                  static_cast<void*>(s.ptr), s.len, static_cast<unsigned long long>(mr->base), mr->len);
+                  static_cast<void*>(s.ptr), s.len, static_cast<unsigned long long>(mr->base),
+                  mr->len);
         return -FI_EINVAL;
       }
       s.mr = mr;
@@ -164,7 +175,8 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     return -FI_EAGAIN;
   }
   if ((tx && ep->tx_outstanding >= ep->tx_size) ||
-      (!tx && ep->posted_msg.size() + ep->posted_tagged.size() + ep->failing_recvs.size() >= ep->rx_size)) {
+      (!tx && ep->posted_msg.size() + ep->posted_tagged.size() + ep->failing_recvs.size() >=
+                  ep->rx_size)) {
     gl.counters.eagain_queue_full++;
     gl.counters.eagain_returned++;
     return -FI_EAGAIN;
@@ -268,7 +280,8 @@ ssize_t post(Ep* ep, const PostArgs& a) {
   // MOCKEFA_EQ_ERROR_AFTER: the (n+1)-th accepted tx op's handshake with its destination fails.
   // The error (no operation owns it) is raised at the endpoint's next progress pass; from now on
   // every op of this endpoint to that peer fails, this one included.
-  if (!ep->eq_error_fired && ep->faults.eq_error_after != MOCKEFA_NEVER && ep->tx_ops > ep->faults.eq_error_after) {
+  if (!ep->eq_error_fired && ep->faults.eq_error_after != MOCKEFA_NEVER &&
+      ep->tx_ops > ep->faults.eq_error_after) {
     ep->eq_error_fired = true;
     ep->lost_peers.insert(peer);
     ep->eq_error_pending.push_back(peer);
@@ -292,8 +305,8 @@ uint64_t tx_default_flags(Ep* ep) { return ep->tx_op_flags & FI_COMPLETION; }
 uint64_t rx_default_flags(Ep* ep) { return ep->rx_op_flags & FI_COMPLETION; }
 
 ssize_t do_post(fid_ep* f, OpKind kind, bool is_recv, const iovec* iov, void** desc, size_t count,
-                fi_addr_t addr, void* context, uint64_t flags, uint64_t data, uint64_t tag, uint64_t ignore,
-                bool inject_call) {
+                fi_addr_t addr, void* context, uint64_t flags, uint64_t data, uint64_t tag,
+                uint64_t ignore, bool inject_call) {
   PostArgs a;
   a.kind = kind;
   a.is_recv = is_recv;
@@ -314,96 +327,102 @@ ssize_t do_post(fid_ep* f, OpKind kind, bool is_recv, const iovec* iov, void** d
 
 ssize_t msg_recv(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, void* context) {
   iovec iov{buf, len};
-  return do_post(ep, OpKind::kMsg, true, &iov, &desc, 1, src, context, rx_default_flags(ep_from(ep)), 0, 0, 0,
-                 false);
+  return do_post(ep, OpKind::kMsg, true, &iov, &desc, 1, src, context,
+                 rx_default_flags(ep_from(ep)), 0, 0, 0, false);
 }
-ssize_t msg_recvv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* context) {
-  return do_post(ep, OpKind::kMsg, true, iov, desc, count, src, context, rx_default_flags(ep_from(ep)), 0, 0, 0,
-                 false);
+ssize_t msg_recvv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                  void* context) {
+  return do_post(ep, OpKind::kMsg, true, iov, desc, count, src, context,
+                 rx_default_flags(ep_from(ep)), 0, 0, 0, false);
 }
 ssize_t msg_recvmsg(fid_ep* ep, const fi_msg* m, uint64_t flags) {
   if (!m) return -FI_EINVAL;
-  return do_post(ep, OpKind::kMsg, true, m->msg_iov, m->desc, m->iov_count, m->addr, m->context, flags, 0, 0, 0,
-                 false);
+  return do_post(ep, OpKind::kMsg, true, m->msg_iov, m->desc, m->iov_count, m->addr, m->context,
+                 flags, 0, 0, 0, false);
 }
-ssize_t msg_send(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest, void* context) {
+ssize_t msg_send(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
+                 void* context) {
   iovec iov{const_cast<void*>(buf), len};
-  return do_post(ep, OpKind::kMsg, false, &iov, &desc, 1, dest, context, tx_default_flags(ep_from(ep)), 0, 0, 0,
-                 false);
+  return do_post(ep, OpKind::kMsg, false, &iov, &desc, 1, dest, context,
+                 tx_default_flags(ep_from(ep)), 0, 0, 0, false);
 }
-ssize_t msg_sendv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* context) {
-  return do_post(ep, OpKind::kMsg, false, iov, desc, count, dest, context, tx_default_flags(ep_from(ep)), 0, 0, 0,
-                 false);
+ssize_t msg_sendv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
+                  void* context) {
+  return do_post(ep, OpKind::kMsg, false, iov, desc, count, dest, context,
+                 tx_default_flags(ep_from(ep)), 0, 0, 0, false);
 }
 ssize_t msg_sendmsg(fid_ep* ep, const fi_msg* m, uint64_t flags) {
   if (!m) return -FI_EINVAL;
-  return do_post(ep, OpKind::kMsg, false, m->msg_iov, m->desc, m->iov_count, m->addr, m->context, flags, m->data,
-                 0, 0, false);
+  return do_post(ep, OpKind::kMsg, false, m->msg_iov, m->desc, m->iov_count, m->addr, m->context,
+                 flags, m->data, 0, 0, false);
 }
 ssize_t msg_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) {
   iovec iov{const_cast<void*>(buf), len};
-  return do_post(ep, OpKind::kMsg, false, &iov, nullptr, 1, dest, nullptr, FI_INJECT, 0, 0, 0, true);
+  return do_post(ep, OpKind::kMsg, false, &iov, nullptr, 1, dest, nullptr, FI_INJECT, 0, 0, 0,
+                 true);
 }
-ssize_t msg_senddata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
-                     void* context) {
+ssize_t msg_senddata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data,
+                     fi_addr_t dest, void* context) {
   iovec iov{const_cast<void*>(buf), len};
   return do_post(ep, OpKind::kMsg, false, &iov, &desc, 1, dest, context,
                  tx_default_flags(ep_from(ep)) | FI_REMOTE_CQ_DATA, data, 0, 0, false);
 }
 ssize_t msg_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
   iovec iov{const_cast<void*>(buf), len};
-  return do_post(ep, OpKind::kMsg, false, &iov, nullptr, 1, dest, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA, data,
-                 0, 0, true);
+  return do_post(ep, OpKind::kMsg, false, &iov, nullptr, 1, dest, nullptr,
+                 FI_INJECT | FI_REMOTE_CQ_DATA, data, 0, 0, true);
 }
 
 // ---- fi_tagged ----
 
-ssize_t tag_recv(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag, uint64_t ignore,
-                 void* context) {
+ssize_t tag_recv(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
+                 uint64_t ignore, void* context) {
   iovec iov{buf, len};
-  return do_post(ep, OpKind::kTagged, true, &iov, &desc, 1, src, context, rx_default_flags(ep_from(ep)), 0, tag,
-                 ignore, false);
+  return do_post(ep, OpKind::kTagged, true, &iov, &desc, 1, src, context,
+                 rx_default_flags(ep_from(ep)), 0, tag, ignore, false);
 }
-ssize_t tag_recvv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t tag,
-                  uint64_t ignore, void* context) {
-  return do_post(ep, OpKind::kTagged, true, iov, desc, count, src, context, rx_default_flags(ep_from(ep)), 0, tag,
-                 ignore, false);
+ssize_t tag_recvv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                  uint64_t tag, uint64_t ignore, void* context) {
+  return do_post(ep, OpKind::kTagged, true, iov, desc, count, src, context,
+                 rx_default_flags(ep_from(ep)), 0, tag, ignore, false);
 }
 ssize_t tag_recvmsg(fid_ep* ep, const fi_msg_tagged* m, uint64_t flags) {
   if (!m) return -FI_EINVAL;
-  return do_post(ep, OpKind::kTagged, true, m->msg_iov, m->desc, m->iov_count, m->addr, m->context, flags, 0,
-                 m->tag, m->ignore, false);
+  return do_post(ep, OpKind::kTagged, true, m->msg_iov, m->desc, m->iov_count, m->addr, m->context,
+                 flags, 0, m->tag, m->ignore, false);
 }
 ssize_t tag_send(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t tag,
                  void* context) {
   iovec iov{const_cast<void*>(buf), len};
-  return do_post(ep, OpKind::kTagged, false, &iov, &desc, 1, dest, context, tx_default_flags(ep_from(ep)), 0, tag,
-                 0, false);
+  return do_post(ep, OpKind::kTagged, false, &iov, &desc, 1, dest, context,
+                 tx_default_flags(ep_from(ep)), 0, tag, 0, false);
 }
-ssize_t tag_sendv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, uint64_t tag,
-                  void* context) {
-  return do_post(ep, OpKind::kTagged, false, iov, desc, count, dest, context, tx_default_flags(ep_from(ep)), 0,
-                 tag, 0, false);
+ssize_t tag_sendv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
+                  uint64_t tag, void* context) {
+  return do_post(ep, OpKind::kTagged, false, iov, desc, count, dest, context,
+                 tx_default_flags(ep_from(ep)), 0, tag, 0, false);
 }
 ssize_t tag_sendmsg(fid_ep* ep, const fi_msg_tagged* m, uint64_t flags) {
   if (!m) return -FI_EINVAL;
-  return do_post(ep, OpKind::kTagged, false, m->msg_iov, m->desc, m->iov_count, m->addr, m->context, flags,
-                 m->data, m->tag, 0, false);
+  return do_post(ep, OpKind::kTagged, false, m->msg_iov, m->desc, m->iov_count, m->addr, m->context,
+                 flags, m->data, m->tag, 0, false);
 }
 ssize_t tag_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) {
   iovec iov{const_cast<void*>(buf), len};
-  return do_post(ep, OpKind::kTagged, false, &iov, nullptr, 1, dest, nullptr, FI_INJECT, 0, tag, 0, true);
+  return do_post(ep, OpKind::kTagged, false, &iov, nullptr, 1, dest, nullptr, FI_INJECT, 0, tag, 0,
+                 true);
 }
-ssize_t tag_senddata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
-                     uint64_t tag, void* context) {
+ssize_t tag_senddata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data,
+                     fi_addr_t dest, uint64_t tag, void* context) {
   iovec iov{const_cast<void*>(buf), len};
   return do_post(ep, OpKind::kTagged, false, &iov, &desc, 1, dest, context,
                  tx_default_flags(ep_from(ep)) | FI_REMOTE_CQ_DATA, data, tag, 0, false);
 }
-ssize_t tag_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t tag) {
+ssize_t tag_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                       uint64_t tag) {
   iovec iov{const_cast<void*>(buf), len};
-  return do_post(ep, OpKind::kTagged, false, &iov, nullptr, 1, dest, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA, data,
-                 tag, 0, true);
+  return do_post(ep, OpKind::kTagged, false, &iov, nullptr, 1, dest, nullptr,
+                 FI_INJECT | FI_REMOTE_CQ_DATA, data, tag, 0, true);
 }
 
 }  // namespace

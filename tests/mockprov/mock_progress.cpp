@@ -29,8 +29,14 @@ void copy_range(const std::vector<Seg>& dst, const std::vector<Seg>& src, size_t
     n -= k;
     doff += k;
     soff += k;
-    if (doff == dst[di].len) { ++di; doff = 0; }
-    if (soff == src[si].len) { ++si; soff = 0; }
+    if (doff == dst[di].len) {
+      ++di;
+      doff = 0;
+    }
+    if (soff == src[si].len) {
+      ++si;
+      soff = 0;
+    }
   }
 }
 
@@ -174,13 +180,15 @@ bool land_chunk(Op* op, const std::vector<Seg>& dst, const std::vector<Seg>& src
 
 void land_msg(Ep* x, Op* op) {
   if (op->recv.mr_lost || !segs_live(op->recv.segs)) {
-    fail_recv(x, op->recv, kEfaBadLkey, "Receive buffer's memory registration was closed", &op->src_addr);
+    fail_recv(x, op->recv, kEfaBadLkey, "Receive buffer's memory registration was closed",
+              &op->src_addr);
     fail_initiator(op, kEfaRemoteAbort, "Receiver's memory registration was closed");
     retire(op);
     return;
   }
   if (op->mr_lost || !segs_live(op->segs)) {
-    fail_recv(x, op->recv, kEfaRemoteAbort, "Sender's memory registration was closed", &op->src_addr);
+    fail_recv(x, op->recv, kEfaRemoteAbort, "Sender's memory registration was closed",
+              &op->src_addr);
     fail_initiator(op, kEfaBadLkey, "Send buffer's memory registration was closed");
     retire(op);
     return;
@@ -201,7 +209,8 @@ void land_rma(Op* op, Ep* tgt) {
     return;
   }
   std::vector<Seg> remote{Seg{reinterpret_cast<uint8_t*>(op->rma_addr), op->len, nullptr}};
-  bool done = op->kind == OpKind::kWrite ? land_chunk(op, remote, op->segs) : land_chunk(op, op->segs, remote);
+  bool done = op->kind == OpKind::kWrite ? land_chunk(op, remote, op->segs)
+                                         : land_chunk(op, op->segs, remote);
   if (!done) return;
   if (op->kind == OpKind::kWrite && op->has_data) {
     // fi_writedata's target event: one per write, covering only that write's bytes.
@@ -230,12 +239,14 @@ bool rma_accept(Op* op, Ep* tgt) {
       what = "Remote key is not a registration of the target's domain";
     } else if (!mr->covers(op->rma_addr, op->len)) {
       violation(MOCKEFA_V_RMA_BOUNDS, "RMA [0x%llx, +%zu) outside MR [0x%llx, +%zu) key 0x%llx",
-                static_cast<unsigned long long>(op->rma_addr), op->len, static_cast<unsigned long long>(mr->base),
-                mr->len, static_cast<unsigned long long>(mr->key));
+                static_cast<unsigned long long>(op->rma_addr), op->len,
+                static_cast<unsigned long long>(mr->base), mr->len,
+                static_cast<unsigned long long>(mr->key));
       what = "Remote address range is outside the registration";
     } else if (!(mr->access & (op->kind == OpKind::kWrite ? FI_REMOTE_WRITE : FI_REMOTE_READ))) {
       violation(MOCKEFA_V_RMA_ACCESS, "%s to MR key 0x%llx registered without %s",
-                op->kind == OpKind::kWrite ? "RMA write" : "RMA read", static_cast<unsigned long long>(mr->key),
+                op->kind == OpKind::kWrite ? "RMA write" : "RMA read",
+                static_cast<unsigned long long>(mr->key),
                 op->kind == OpKind::kWrite ? "FI_REMOTE_WRITE" : "FI_REMOTE_READ");
       what = "Registration lacks the remote access rights";
     }
@@ -290,20 +301,23 @@ void step(Ep* x, Op* op, Sas& sas) {
       if (op->fail_unreachable) count_fault(MOCKEFA_F_UNREACHABLE);
       fail_initiator(op, op->fail_prov,
                      op->fail_unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
-                     : op->fail_peer_lost ? "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)"
-                                          : "Injected error (MOCKEFA_ERROR_EVERY)");
+                     : op->fail_peer_lost
+                         ? "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)"
+                         : "Injected error (MOCKEFA_ERROR_EVERY)");
       retire(op);
       return;
     }
     if (x->lost_peers.count(op->dst_addr)) {
       // Posted before the handshake with that peer failed, and still on the wire: lost too.
       if (op->kind == OpKind::kHandshake) x->peers[op->dst_addr] = HsState::kFailed;
-      fail_initiator(op, kEfaUnreach, "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)");
+      fail_initiator(op, kEfaUnreach,
+                     "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)");
       retire(op);
       return;
     }
     const bool closed = !tgt && g().closed_addrs.count(op->dst_addr);
-    const bool unreachable = x->unreachable || (!tgt && (closed || ++op->undelivered_polls >= x->profile.unreach_polls));
+    const bool unreachable =
+        x->unreachable || (!tgt && (closed || ++op->undelivered_polls >= x->profile.unreach_polls));
     if (unreachable) {
       if (op->kind == OpKind::kHandshake) x->peers[op->dst_addr] = HsState::kFailed;
       if (!op->internal) {
@@ -311,8 +325,9 @@ void step(Ep* x, Op* op, Sas& sas) {
         if (closed && !x->unreachable)
           fail_initiator(op, kEfaBadDestQpn, "Destination endpoint was closed");
         else
-          fail_initiator(op, kEfaUnreach, x->unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
-                                                         : "Destination unreachable: no endpoint at that address");
+          fail_initiator(op, kEfaUnreach,
+                         x->unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
+                                        : "Destination unreachable: no endpoint at that address");
       }
       retire(op);
       return;
@@ -360,9 +375,7 @@ void step(Ep* x, Op* op, Sas& sas) {
         retire(op);
         return;
       case OpKind::kMsg:
-      case OpKind::kTagged:
-        arrive(x, op);
-        break;
+      case OpKind::kTagged: arrive(x, op); break;
       case OpKind::kWrite:
       case OpKind::kRead:
         if (!rma_accept(op, tgt)) return;
@@ -435,7 +448,8 @@ void raise_eq_errors(Ep* ep) {
   pending.swap(ep->eq_error_pending);
   for (const EfaAddr& peer : pending) {
     count_fault(MOCKEFA_F_EQ_ERROR);
-    const std::string why = "mockefa: handshake with peer " + addr_str(peer) + " failed (MOCKEFA_EQ_ERROR_AFTER)";
+    const std::string why =
+        "mockefa: handshake with peer " + addr_str(peer) + " failed (MOCKEFA_EQ_ERROR_AFTER)";
     if (ep->eq) {
       // EFA: fi_eq_write of an error entry (err = the failed call's errno, prov_errno
       // FI_EFA_ERR_PEER_HANDSHAKE); the mock also names the endpoint and the peer.
@@ -445,11 +459,13 @@ void raise_eq_errors(Ep* ep) {
     }
     // EFA prints the error and calls abort(); the mock prints, counts and goes on (it aborts only
     // with MOCKEFA_ABORT_ON_VIOLATION).
-    std::fprintf(stderr,
-                 "mockefa: endpoint %s has no EQ bound for an error that belongs to no operation: %s; "
-                 "EFA would abort() here\n",
-                 addr_str(ep->addr).c_str(), why.c_str());
-    violation(MOCKEFA_V_NO_EQ, "endpoint %s has no EQ bound for an error without an operation (EFA aborts): %s",
+    std::fprintf(
+        stderr,
+        "mockefa: endpoint %s has no EQ bound for an error that belongs to no operation: %s; "
+        "EFA would abort() here\n",
+        addr_str(ep->addr).c_str(), why.c_str());
+    violation(MOCKEFA_V_NO_EQ,
+              "endpoint %s has no EQ bound for an error without an operation (EFA aborts): %s",
               addr_str(ep->addr).c_str(), why.c_str());
   }
 }
@@ -490,7 +506,8 @@ void ep_teardown(Ep* ep) {
     if (op->st == OpState::kRetired) continue;
     if (op->init == ep) {
       if (op->st == OpState::kLanding && is_msg(op) && op->recv_ep && op->recv_ep != ep)
-        fail_recv(op->recv_ep, op->recv, kEfaRemoteAbort, "Sender endpoint closed mid-transfer", &op->src_addr);
+        fail_recv(op->recv_ep, op->recv, kEfaRemoteAbort, "Sender endpoint closed mid-transfer",
+                  &op->src_addr);
       if (!op->internal) ep->tx_outstanding--;
       op->init = nullptr;
       retire(op);
@@ -524,7 +541,8 @@ void ep_teardown(Ep* ep) {
         ep->tx_outstanding--;
         op->init = nullptr;
       }
-      fail_initiator(op, kEfaBadDestQpn, "Destination endpoint closed before the message was received");
+      fail_initiator(op, kEfaBadDestQpn,
+                     "Destination endpoint closed before the message was received");
       retire(op);
     }
     lst->clear();

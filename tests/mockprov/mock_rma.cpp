@@ -8,9 +8,9 @@ fi_ops_rma g_rma_ops;
 
 namespace {
 
-ssize_t rma_post(fid_ep* f, OpKind kind, const iovec* iov, void** desc, size_t count, fi_addr_t addr,
-                 const fi_rma_iov* rma, size_t rma_count, void* context, uint64_t flags, uint64_t data,
-                 bool inject_call) {
+ssize_t rma_post(fid_ep* f, OpKind kind, const iovec* iov, void** desc, size_t count,
+                 fi_addr_t addr, const fi_rma_iov* rma, size_t rma_count, void* context,
+                 uint64_t flags, uint64_t data, bool inject_call) {
   PostArgs a;
   a.kind = kind;
   a.iov = iov;
@@ -34,64 +34,69 @@ size_t iov_total(const iovec* iov, size_t count) {
   return n;
 }
 
-ssize_t rma_read(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr, uint64_t key,
-                 void* context) {
+ssize_t rma_read(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr,
+                 uint64_t key, void* context) {
   iovec iov{buf, len};
   fi_rma_iov r{addr, len, key};
-  return rma_post(ep, OpKind::kRead, &iov, &desc, 1, src, &r, 1, context, default_flags(ep), 0, false);
+  return rma_post(ep, OpKind::kRead, &iov, &desc, 1, src, &r, 1, context, default_flags(ep), 0,
+                  false);
 }
 
-ssize_t rma_readv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t addr,
-                  uint64_t key, void* context) {
+ssize_t rma_readv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                  uint64_t addr, uint64_t key, void* context) {
   fi_rma_iov r{addr, iov_total(iov, count), key};
-  return rma_post(ep, OpKind::kRead, iov, desc, count, src, &r, 1, context, default_flags(ep), 0, false);
+  return rma_post(ep, OpKind::kRead, iov, desc, count, src, &r, 1, context, default_flags(ep), 0,
+                  false);
 }
 
 ssize_t rma_readmsg(fid_ep* ep, const fi_msg_rma* m, uint64_t flags) {
   if (!m) return -FI_EINVAL;
-  return rma_post(ep, OpKind::kRead, m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count,
-                  m->context, flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT), 0, false);
+  return rma_post(ep, OpKind::kRead, m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov,
+                  m->rma_iov_count, m->context, flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT), 0, false);
 }
 
-ssize_t rma_write(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
-                  uint64_t key, void* context) {
+ssize_t rma_write(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
+                  uint64_t addr, uint64_t key, void* context) {
   iovec iov{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_post(ep, OpKind::kWrite, &iov, &desc, 1, dest, &r, 1, context, default_flags(ep), 0, false);
+  return rma_post(ep, OpKind::kWrite, &iov, &desc, 1, dest, &r, 1, context, default_flags(ep), 0,
+                  false);
 }
 
-ssize_t rma_writev(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, uint64_t addr,
-                   uint64_t key, void* context) {
+ssize_t rma_writev(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
+                   uint64_t addr, uint64_t key, void* context) {
   fi_rma_iov r{addr, iov_total(iov, count), key};
-  return rma_post(ep, OpKind::kWrite, iov, desc, count, dest, &r, 1, context, default_flags(ep), 0, false);
+  return rma_post(ep, OpKind::kWrite, iov, desc, count, dest, &r, 1, context, default_flags(ep), 0,
+                  false);
 }
 
 ssize_t rma_writemsg(fid_ep* ep, const fi_msg_rma* m, uint64_t flags) {
   if (!m) return -FI_EINVAL;
-  return rma_post(ep, OpKind::kWrite, m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count,
-                  m->context, flags, m->data, false);
+  return rma_post(ep, OpKind::kWrite, m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov,
+                  m->rma_iov_count, m->context, flags, m->data, false);
 }
 
-ssize_t rma_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key) {
+ssize_t rma_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
+                   uint64_t key) {
   iovec iov{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
   return rma_post(ep, OpKind::kWrite, &iov, nullptr, 1, dest, &r, 1, nullptr, FI_INJECT, 0, true);
 }
 
-ssize_t rma_writedata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
-                      uint64_t addr, uint64_t key, void* context) {
+ssize_t rma_writedata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data,
+                      fi_addr_t dest, uint64_t addr, uint64_t key, void* context) {
   iovec iov{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_post(ep, OpKind::kWrite, &iov, &desc, 1, dest, &r, 1, context, default_flags(ep) | FI_REMOTE_CQ_DATA,
-                  data, false);
+  return rma_post(ep, OpKind::kWrite, &iov, &desc, 1, dest, &r, 1, context,
+                  default_flags(ep) | FI_REMOTE_CQ_DATA, data, false);
 }
 
-ssize_t rma_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t addr,
-                       uint64_t key) {
+ssize_t rma_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                       uint64_t addr, uint64_t key) {
   iovec iov{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_post(ep, OpKind::kWrite, &iov, nullptr, 1, dest, &r, 1, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA, data,
-                  true);
+  return rma_post(ep, OpKind::kWrite, &iov, nullptr, 1, dest, &r, 1, nullptr,
+                  FI_INJECT | FI_REMOTE_CQ_DATA, data, true);
 }
 
 }  // namespace

@@ -21,8 +21,9 @@ TEST_CASE("getinfo reports an EFA-like RDM entry", "[mockprov][info]") {
   CHECK(i->addr_format == FI_ADDR_EFA);
   CHECK(i->src_addrlen == 32);
   CHECK(i->mode == 0);
-  const uint64_t want = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                        FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+  const uint64_t want = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                        FI_REMOTE_WRITE | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_LOCAL_COMM |
+                        FI_REMOTE_COMM;
   CHECK(i->caps == want);
   CHECK((i->caps & (FI_HMEM | FI_SOURCE | FI_ATOMIC)) == 0);
   CHECK(i->domain_attr->mr_mode == kMrAll);
@@ -139,8 +140,8 @@ TEST_CASE("getinfo: caps and attribute filtering", "[mockprov][info]") {
     InfoPtr hints = make_hints(FI_TAGGED | FI_RMA);
     InfoPtr info = getinfo(hints.get());
     REQUIRE(info);
-    CHECK(info->caps == (FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                         FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM));
+    CHECK(info->caps == (FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+                         FI_REMOTE_READ | FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM));
     InfoPtr src = make_hints(FI_TAGGED | FI_SOURCE);
     InfoPtr info2 = getinfo(src.get());
     REQUIRE(info2);
@@ -278,8 +279,10 @@ TEST_CASE("tagged: expected receive, data and completion fields", "[mockprov][ta
   std::vector<uint8_t> src = pattern(1000, 3), dst(1000, 0);
   Mr smr(p.a.domain, src.data(), src.size()), rmr(p.b.domain, dst.data(), dst.size());
   int rctx = 0, sctx = 0;
-  REQUIRE(fi_trecv(p.b.ep, dst.data(), dst.size(), rmr.desc(), FI_ADDR_UNSPEC, 0x1234, 0, &rctx) == 0);
-  REQUIRE(fi_tsenddata(p.a.ep, src.data(), src.size(), smr.desc(), 0xfeedbeef, p.a2b, 0x1234, &sctx) == 0);
+  REQUIRE(fi_trecv(p.b.ep, dst.data(), dst.size(), rmr.desc(), FI_ADDR_UNSPEC, 0x1234, 0, &rctx) ==
+          0);
+  REQUIRE(fi_tsenddata(p.a.ep, src.data(), src.size(), smr.desc(), 0xfeedbeef, p.a2b, 0x1234,
+                       &sctx) == 0);
   fi_cq_tagged_entry e{};
   fi_addr_t from = FI_ADDR_NOTAVAIL;
   ssize_t r = -FI_EAGAIN;
@@ -301,7 +304,8 @@ TEST_CASE("tagged: expected receive, data and completion fields", "[mockprov][ta
   CHECK(counters().violations_total == 0);
 }
 
-TEST_CASE("tagged: matching with ignore bits, directed receive, unexpected queue", "[mockprov][tagged]") {
+TEST_CASE("tagged: matching with ignore bits, directed receive, unexpected queue",
+          "[mockprov][tagged]") {
   Fresh fresh;
   InfoPtr hints = make_hints();
   InfoPtr info = getinfo(hints.get());
@@ -395,7 +399,8 @@ TEST_CASE("progress: nothing moves without CQ reads; a polling receiver complete
   CHECK(fi_cq_read(p.a.tx, &e, 1) == 1);
 }
 
-TEST_CASE("msg: send/recv, iovecs, senddata, inject, zero-length and SAS order", "[mockprov][msg]") {
+TEST_CASE("msg: send/recv, iovecs, senddata, inject, zero-length and SAS order",
+          "[mockprov][msg]") {
   Fresh fresh;
   InfoPtr hints = make_hints();
   hints->tx_attr->msg_order = FI_ORDER_SAS;
@@ -456,8 +461,10 @@ TEST_CASE("msg: send/recv, iovecs, senddata, inject, zero-length and SAS order",
   }
   SECTION("send-after-send order holds for many messages") {
     constexpr int kN = 16;
-    for (int i = 0; i < kN; ++i) REQUIRE(fi_recv(p.b.ep, dst.data() + i, 1, rmr.desc(), FI_ADDR_UNSPEC, nullptr) == 0);
-    for (int i = 0; i < kN; ++i) REQUIRE(fi_send(p.a.ep, src.data() + i, 1, smr.desc(), p.a2b, nullptr) == 0);
+    for (int i = 0; i < kN; ++i)
+      REQUIRE(fi_recv(p.b.ep, dst.data() + i, 1, rmr.desc(), FI_ADDR_UNSPEC, nullptr) == 0);
+    for (int i = 0; i < kN; ++i)
+      REQUIRE(fi_send(p.a.ep, src.data() + i, 1, smr.desc(), p.a2b, nullptr) == 0);
     int got = 0;
     fi_cq_data_entry e{};
     for (int i = 0; i < kMaxPolls && got < kN; ++i) got += fi_cq_read(p.b.rx, &e, 1) == 1;
@@ -549,7 +556,8 @@ TEST_CASE("cq: CONTEXT and MSG formats, selective completion", "[mockprov][cq]")
     REQUIRE(fi_av_insert(av, name, 1, &self, 0, nullptr) == 1);
     int quiet = 0, loud = 0;
     REQUIRE(fi_recv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, &quiet) == 0);
-    REQUIRE(fi_send(ep, nullptr, 0, nullptr, self, &quiet) == -FI_EINVAL);  // same endpoint, ctx in flight
+    REQUIRE(fi_send(ep, nullptr, 0, nullptr, self, &quiet) ==
+            -FI_EINVAL);  // same endpoint, ctx in flight
     iovec iov{nullptr, 0};
     fi_msg m{&iov, nullptr, 1, self, &loud, 0};
     REQUIRE(fi_sendmsg(ep, &m, FI_COMPLETION) == 0);

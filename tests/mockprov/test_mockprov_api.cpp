@@ -29,13 +29,16 @@ constexpr int kOptSendrecvInOrder128 = kOptEfaBase + 5;
 constexpr int kOptWriteInOrder128 = kOptEfaBase + 6;
 
 // Hints without FI_MR_LOCAL: RMA of a few bytes from stack buffers needs only the target's key.
-InfoPtr hints_plain() { return make_hints(kCaps, FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR); }
+InfoPtr hints_plain() {
+  return make_hints(kCaps, FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+}
 
 bool real_api_possible(uint32_t api) {
   if (max_api() >= api) return true;
   WARN("fi_getinfo(" << FI_MAJOR(api) << "." << FI_MINOR(api) << ") impossible here (headers "
-                     << FI_MAJOR_VERSION << "." << FI_MINOR_VERSION << ", library " << FI_MAJOR(fi_version())
-                     << "." << FI_MINOR(fi_version()) << "): covered only with the version stamped into fabric_attr");
+                     << FI_MAJOR_VERSION << "." << FI_MINOR_VERSION << ", library "
+                     << FI_MAJOR(fi_version()) << "." << FI_MINOR(fi_version())
+                     << "): covered only with the version stamped into fabric_attr");
   return false;
 }
 
@@ -47,7 +50,9 @@ bool get_bool(const Node& n, int opt) {
   return v;
 }
 
-int set_bool(const Node& n, int opt, bool v) { return fi_setopt(&n.ep->fid, FI_OPT_ENDPOINT, opt, &v, sizeof v); }
+int set_bool(const Node& n, int opt, bool v) {
+  return fi_setopt(&n.ep->fid, FI_OPT_ENDPOINT, opt, &v, sizeof v);
+}
 
 const char* nic_device_id(const fi_info* info) {
   REQUIRE(info->nic);
@@ -62,8 +67,10 @@ bool rma_needs_no_target(Pair& p, bool write) {
   Mr rmr(p.b.domain, &remote, sizeof remote);
   Mr lmr(p.a.domain, &local, sizeof local);
   const uint64_t raddr = reinterpret_cast<uint64_t>(&remote);
-  if (write) REQUIRE(fi_write(p.a.ep, &local, 8, lmr.desc(), p.a2b, raddr, rmr.key(), nullptr) == 0);
-  else REQUIRE(fi_read(p.a.ep, &local, 8, lmr.desc(), p.a2b, raddr, rmr.key(), nullptr) == 0);
+  if (write)
+    REQUIRE(fi_write(p.a.ep, &local, 8, lmr.desc(), p.a2b, raddr, rmr.key(), nullptr) == 0);
+  else
+    REQUIRE(fi_read(p.a.ep, &local, 8, lmr.desc(), p.a2b, raddr, rmr.key(), nullptr) == 0);
   const bool alone = !stays_quiet(p.a.tx, 20);
   if (!alone) {
     Completion c;
@@ -76,7 +83,8 @@ bool rma_needs_no_target(Pair& p, bool write) {
 
 }  // namespace
 
-TEST_CASE("api version: fi_fabric records the version the application gave fi_getinfo", "[mockprov][api][version]") {
+TEST_CASE("api version: fi_fabric records the version the application gave fi_getinfo",
+          "[mockprov][api][version]") {
   Fresh fresh;
   REQUIRE(api().last_api_version);
   InfoPtr hints = make_hints();
@@ -164,7 +172,8 @@ TEST_CASE("MOCKEFA_DEVICE=old: device RDMA off by default at API 1.17, RDMA read
   }
 }
 
-TEST_CASE("MOCKEFA_DEVICE=new (default): MOCKEFA_RMA decides, whatever the API version", "[mockprov][api][options]") {
+TEST_CASE("MOCKEFA_DEVICE=new (default): MOCKEFA_RMA decides, whatever the API version",
+          "[mockprov][api][options]") {
   Fresh fresh;
   Env env;
   InfoPtr hints = hints_plain();
@@ -202,8 +211,9 @@ TEST_CASE("MOCKEFA_DEVICE=new (default): MOCKEFA_RMA decides, whatever the API v
   }
 }
 
-TEST_CASE("FI_OPT_EFA_USE_DEVICE_RDMA: before fi_enable; EMULATED_* follow it; FI_EFA_USE_DEVICE_RDMA",
-          "[mockprov][options]") {
+TEST_CASE(
+    "FI_OPT_EFA_USE_DEVICE_RDMA: before fi_enable; EMULATED_* follow it; FI_EFA_USE_DEVICE_RDMA",
+    "[mockprov][options]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_RMA", "device");
@@ -219,10 +229,12 @@ TEST_CASE("FI_OPT_EFA_USE_DEVICE_RDMA: before fi_enable; EMULATED_* follow it; F
     CHECK_FALSE(get_bool(n, kOptEmulatedRead));
     CHECK_FALSE(get_bool(n, kOptEmulatedWrite));
     int wrong = 1;
-    CHECK(fi_setopt(&n.ep->fid, FI_OPT_ENDPOINT, kOptUseDeviceRdma, &wrong, sizeof wrong) == -FI_EINVAL);
+    CHECK(fi_setopt(&n.ep->fid, FI_OPT_ENDPOINT, kOptUseDeviceRdma, &wrong, sizeof wrong) ==
+          -FI_EINVAL);
     size_t len = 1;
     bool v = false;
-    CHECK(fi_getopt(&n.ep->fid, FI_OPT_ENDPOINT, kOptUseDeviceRdma, &v, &len) == -FI_ENOPROTOOPT);  // set only (2.1+)
+    CHECK(fi_getopt(&n.ep->fid, FI_OPT_ENDPOINT, kOptUseDeviceRdma, &v, &len) ==
+          -FI_ENOPROTOOPT);  // set only (2.1+)
     REQUIRE(fi_enable(n.ep) == 0);
     CHECK(set_bool(n, kOptUseDeviceRdma, false) == -FI_EINVAL);
     CHECK(violations(MOCKEFA_V_OPT_STATE) == 1);
@@ -248,7 +260,8 @@ TEST_CASE("FI_OPT_EFA_USE_DEVICE_RDMA: before fi_enable; EMULATED_* follow it; F
     CHECK(set_bool(n, kOptUseDeviceRdma, false) == -FI_EINVAL);
     CHECK(counters().violations_total == 0);
   }
-  SECTION("FI_EFA_USE_DEVICE_RDMA=1 on a NIC without RDMA: EFA aborts, the mock counts and uses 0") {
+  SECTION(
+      "FI_EFA_USE_DEVICE_RDMA=1 on a NIC without RDMA: EFA aborts, the mock counts and uses 0") {
     env.set("MOCKEFA_RMA", "emulated").set("FI_EFA_USE_DEVICE_RDMA", "1");
     Node n(info.get(), FI_CQ_FORMAT_TAGGED, false);
     CHECK(violations(MOCKEFA_V_DEVICE_RDMA_ENV) == 1);
@@ -257,7 +270,8 @@ TEST_CASE("FI_OPT_EFA_USE_DEVICE_RDMA: before fi_enable; EMULATED_* follow it; F
     CHECK(get_bool(n, kOptEmulatedWrite));
     CHECK(set_bool(n, kOptUseDeviceRdma, true) != 0);
   }
-  SECTION("FI_EFA_USE_DEVICE_RDMA not a boolean: EFA aborts, the mock counts and keeps the default") {
+  SECTION(
+      "FI_EFA_USE_DEVICE_RDMA not a boolean: EFA aborts, the mock counts and keeps the default") {
     env.set("FI_EFA_USE_DEVICE_RDMA", "maybe");
     Node n(info.get(), FI_CQ_FORMAT_TAGGED, false);
     CHECK(violations(MOCKEFA_V_DEVICE_RDMA_ENV) == 1);
@@ -265,7 +279,8 @@ TEST_CASE("FI_OPT_EFA_USE_DEVICE_RDMA: before fi_enable; EMULATED_* follow it; F
   }
 }
 
-TEST_CASE("128-byte in-order options: MOCKEFA_INORDER128, before fi_enable, getopt", "[mockprov][options]") {
+TEST_CASE("128-byte in-order options: MOCKEFA_INORDER128, before fi_enable, getopt",
+          "[mockprov][options]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_RMA", "device");
@@ -320,7 +335,8 @@ TEST_CASE("128-byte in-order options: MOCKEFA_INORDER128, before fi_enable, geto
   }
 }
 
-TEST_CASE("FI_MR_DMABUF: refused below API 1.20 (EFA: -FI_EBADFLAGS), whatever the profile", "[mockprov][api][version][mr][dmabuf]") {
+TEST_CASE("FI_MR_DMABUF: refused below API 1.20 (EFA: -FI_EBADFLAGS), whatever the profile",
+          "[mockprov][api][version][mr][dmabuf]") {
   Fresh fresh;
   InfoPtr hints = make_hints(kCaps | FI_HMEM, kMrAll | FI_MR_HMEM);
   std::vector<uint8_t> mem(4096);

@@ -45,7 +45,8 @@ int fake_dmabuf(const void* start, size_t size) {
 }
 
 int reg_dmabuf(fid_domain* d, const fi_mr_dmabuf& db, fid_mr** mr, int iface = FI_HMEM_CUDA,
-               uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
+               uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                                 FI_REMOTE_WRITE,
                size_t iov_count = 1) {
   fi_mr_attr attr{};
   attr.mr_iov = reinterpret_cast<const iovec*>(&db);  // the 1.20+ union member `dmabuf`
@@ -69,7 +70,8 @@ constexpr uint32_t kDmabufApi = kApi > FI_VERSION(1, 20) ? kApi : FI_VERSION(1, 
 
 }  // namespace
 
-TEST_CASE("mr: FI_MR_DMABUF registers [base_addr + offset, +len) and does not keep the fd", "[mockprov][mr][dmabuf]") {
+TEST_CASE("mr: FI_MR_DMABUF registers [base_addr + offset, +len) and does not keep the fd",
+          "[mockprov][mr][dmabuf]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_HANDSHAKE", "none");
@@ -87,8 +89,8 @@ TEST_CASE("mr: FI_MR_DMABUF registers [base_addr + offset, +len) and does not ke
   std::vector<uint8_t> src = pattern(2 * page(), 3);
   Mr smr(p.a.domain, src.data(), src.size());
   SECTION("a peer writes into the registered pages") {
-    REQUIRE(fi_write(p.a.ep, src.data(), src.size(), smr.desc(), p.a2b, gpu.addr(page()), fi_mr_key(mr),
-                     nullptr) == 0);
+    REQUIRE(fi_write(p.a.ep, src.data(), src.size(), smr.desc(), p.a2b, gpu.addr(page()),
+                     fi_mr_key(mr), nullptr) == 0);
     Completion c;
     REQUIRE(wait_cq(p.a.tx, &c, {&p.b}));
     REQUIRE_FALSE(c.error);
@@ -97,7 +99,8 @@ TEST_CASE("mr: FI_MR_DMABUF registers [base_addr + offset, +len) and does not ke
     CHECK(gpu.p[3 * page()] == 0);
   }
   SECTION("the first page is not part of the registration") {
-    REQUIRE(fi_write(p.a.ep, src.data(), 64, smr.desc(), p.a2b, gpu.addr(0), fi_mr_key(mr), nullptr) == 0);
+    REQUIRE(fi_write(p.a.ep, src.data(), 64, smr.desc(), p.a2b, gpu.addr(0), fi_mr_key(mr),
+                     nullptr) == 0);
     Completion c;
     REQUIRE(wait_cq(p.a.tx, &c, {&p.b}));
     CHECK(c.error);
@@ -136,7 +139,8 @@ TEST_CASE("mr: FI_MR_DMABUF refusals", "[mockprov][mr][dmabuf][checker]") {
   }
   SECTION("offset + len inside the dma-buf") {
     Node n(info.get());
-    CHECK(reg_dmabuf(n.domain, fi_mr_dmabuf{fd, page(), 2 * page(), gpu.p + page()}, &mr) == -FI_EINVAL);
+    CHECK(reg_dmabuf(n.domain, fi_mr_dmabuf{fd, page(), 2 * page(), gpu.p + page()}, &mr) ==
+          -FI_EINVAL);
     CHECK(reg_dmabuf(n.domain, fi_mr_dmabuf{fd, 3 * page(), 0, gpu.p + page()}, &mr) == -FI_EINVAL);
     CHECK(violations(MOCKEFA_V_DMABUF_RANGE) == 2);
     std::string text(256, '\0');
@@ -153,7 +157,8 @@ TEST_CASE("mr: FI_MR_DMABUF refusals", "[mockprov][mr][dmabuf][checker]") {
   SECTION("only through fi_mr_regattr, with one iov at most, for CUDA or system memory") {
     Node n(info.get());
     fi_mr_dmabuf db{fd, 0, page(), gpu.p + page()};
-    CHECK(fi_mr_reg(n.domain, gpu.p, page(), FI_SEND, 0, 0, FI_MR_DMABUF, &mr, nullptr) == -FI_EBADFLAGS);
+    CHECK(fi_mr_reg(n.domain, gpu.p, page(), FI_SEND, 0, 0, FI_MR_DMABUF, &mr, nullptr) ==
+          -FI_EBADFLAGS);
     CHECK(reg_dmabuf(n.domain, db, &mr, FI_HMEM_CUDA, FI_SEND, 2) == -FI_EINVAL);
     CHECK(reg_dmabuf(n.domain, db, &mr, FI_HMEM_ZE) == -FI_ENOSYS);
     REQUIRE(reg_dmabuf(n.domain, db, &mr, FI_HMEM_SYSTEM, FI_SEND, 0) == 0);
@@ -176,7 +181,8 @@ TEST_CASE("mr: FI_MR_DMABUF refusals", "[mockprov][mr][dmabuf][checker]") {
   close(fd);
 }
 
-TEST_CASE("rma: fi_read from an endpoint to itself on CUDA memory (GPUDirect flush)", "[mockprov][rma][flush]") {
+TEST_CASE("rma: fi_read from an endpoint to itself on CUDA memory (GPUDirect flush)",
+          "[mockprov][rma][flush]") {
   Fresh fresh;
   Env env;
   SECTION("emulated RMA, EFA 1.17 handshake") {}
@@ -200,7 +206,8 @@ TEST_CASE("rma: fi_read from an endpoint to itself on CUDA memory (GPUDirect flu
   Mr fmr(n.domain, &flush, sizeof flush, FI_READ);
   int ctx = 0;
   // No handshake with itself (EFA's is_self peer), so no -FI_EAGAIN even in the 1.17 mode.
-  REQUIRE(fi_read(n.ep, &flush, sizeof flush, fmr.desc(), self, gpu.addr(), fi_mr_key(gmr), &ctx) == 0);
+  REQUIRE(fi_read(n.ep, &flush, sizeof flush, fmr.desc(), self, gpu.addr(), fi_mr_key(gmr), &ctx) ==
+          0);
   Completion c;
   REQUIRE(wait_cq(n.tx, &c));
   REQUIRE_FALSE(c.error);
@@ -212,8 +219,9 @@ TEST_CASE("rma: fi_read from an endpoint to itself on CUDA memory (GPUDirect flu
   CHECK(fi_close(&gmr->fid) == 0);
 }
 
-TEST_CASE("fakecuda + mockefa: a dma-buf from cuMemGetHandleForAddressRange, written by a peer, flushed",
-          "[mockprov][dmabuf][fakecuda]") {
+TEST_CASE(
+    "fakecuda + mockefa: a dma-buf from cuMemGetHandleForAddressRange, written by a peer, flushed",
+    "[mockprov][dmabuf][fakecuda]") {
   const char* lib = std::getenv("NF_FAKECUDA_LIB");
   if (!lib) {
     WARN("NF_FAKECUDA_LIB not set: skipped (make check sets it)");
@@ -235,7 +243,8 @@ TEST_CASE("fakecuda + mockefa: a dma-buf from cuMemGetHandleForAddressRange, wri
   auto set_ctx = reinterpret_cast<cu::CtxSetCurrentFn>(sym("cuCtxSetCurrent"));
   auto alloc = reinterpret_cast<cu::MemAllocFn>(sym("cuMemAlloc"));
   auto mem_free = reinterpret_cast<cu::MemFreeFn>(sym("cuMemFree"));
-  auto get_fd = reinterpret_cast<cu::MemGetHandleForAddressRangeFn>(sym("cuMemGetHandleForAddressRange"));
+  auto get_fd =
+      reinterpret_cast<cu::MemGetHandleForAddressRangeFn>(sym("cuMemGetHandleForAddressRange"));
   fakecuda_api fc{};
   REQUIRE(fakecuda_load_api(lib, &fc) == 0);
 
@@ -265,7 +274,8 @@ TEST_CASE("fakecuda + mockefa: a dma-buf from cuMemGetHandleForAddressRange, wri
 
   std::vector<uint8_t> src = pattern(2 * page(), 9);
   Mr smr(p.a.domain, src.data(), src.size());
-  REQUIRE(fi_write(p.a.ep, src.data(), src.size(), smr.desc(), p.a2b, d + page(), fi_mr_key(mr), nullptr) == 0);
+  REQUIRE(fi_write(p.a.ep, src.data(), src.size(), smr.desc(), p.a2b, d + page(), fi_mr_key(mr),
+                   nullptr) == 0);
   Completion c;
   REQUIRE(wait_cq(p.a.tx, &c, {&p.b}));
   REQUIRE_FALSE(c.error);
@@ -273,7 +283,8 @@ TEST_CASE("fakecuda + mockefa: a dma-buf from cuMemGetHandleForAddressRange, wri
 
   uint32_t flush = 0;
   Mr fmr(p.b.domain, &flush, sizeof flush, FI_READ);
-  REQUIRE(fi_read(p.b.ep, &flush, sizeof flush, fmr.desc(), self, d + page(), fi_mr_key(mr), nullptr) == 0);
+  REQUIRE(fi_read(p.b.ep, &flush, sizeof flush, fmr.desc(), self, d + page(), fi_mr_key(mr),
+                  nullptr) == 0);
   REQUIRE(wait_cq(p.b.tx, &c));
   REQUIRE_FALSE(c.error);
   uint32_t expect = 0;

@@ -158,7 +158,8 @@ TEST_CASE("eq: MOCKEFA_EQ_ERROR_AFTER writes an error naming the peer; ops to th
   REQUIRE(fi_trecv(t.b.ep, &rb, sizeof rb, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr) == 0);
   REQUIRE(fi_trecv(t.c.ep, &rc, sizeof rc, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr) == 0);
   REQUIRE(fi_tsend(a.ep, &v1, 8, nullptr, t.a2b, 1, &ctx1) == 0);  // the first op: no event yet
-  REQUIRE(fi_tsend(a.ep, &v2, 8, nullptr, t.a2c, 1, &ctx2) == 0);  // the second: its handshake fails
+  REQUIRE(fi_tsend(a.ep, &v2, 8, nullptr, t.a2c, 1, &ctx2) ==
+          0);  // the second: its handshake fails
   uint32_t ev = 0;
   fi_eq_entry entry{};
   CHECK(fi_eq_read(a.eq, &ev, &entry, sizeof entry, 0) == -FI_EAGAIN);  // raised at a's progress
@@ -170,7 +171,8 @@ TEST_CASE("eq: MOCKEFA_EQ_ERROR_AFTER writes an error naming the peer; ops to th
     REQUIRE(wait_cq(a.tx, &c, {&t.b, &t.c}));
     got.push_back(c);
   }
-  std::sort(got.begin(), got.end(), [](const Completion& x, const Completion& y) { return x.error < y.error; });
+  std::sort(got.begin(), got.end(),
+            [](const Completion& x, const Completion& y) { return x.error < y.error; });
   CHECK_FALSE(got[0].error);
   CHECK(got[0].e.op_context == &ctx1);
   REQUIRE(got[1].error);
@@ -211,7 +213,8 @@ TEST_CASE("eq: MOCKEFA_EQ_ERROR_AFTER writes an error naming the peer; ops to th
     CHECK(fi_eq_readerr(a.eq, &err, FI_PEEK) == static_cast<ssize_t>(sizeof err));
     CHECK(err.err_data == small);
     CHECK(err.err_data_size == sizeof small);
-    CHECK(std::string(small) == std::string("mockefa: handshake with peer").substr(0, sizeof small - 1));
+    CHECK(std::string(small) ==
+          std::string("mockefa: handshake with peer").substr(0, sizeof small - 1));
     std::vector<char> big(2048, 'x');
     err.err_data = big.data();
     err.err_data_size = big.size();
@@ -242,7 +245,8 @@ TEST_CASE("eq: MOCKEFA_EQ_ERROR_AFTER writes an error naming the peer; ops to th
   CHECK(std::string(api().fault_name(MOCKEFA_F_EQ_ERROR)) == "eq_error");
 }
 
-TEST_CASE("eq: RMA to the lost peer fails too; closing the endpoint drops its events", "[mockprov][eq][faults]") {
+TEST_CASE("eq: RMA to the lost peer fails too; closing the endpoint drops its events",
+          "[mockprov][eq][faults]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_HANDSHAKE", "none");
@@ -255,8 +259,8 @@ TEST_CASE("eq: RMA to the lost peer fails too; closing the endpoint drops its ev
   std::vector<uint8_t> remote(64, 0), local = pattern(64, 5);
   Mr rmr(t.c.domain, remote.data(), remote.size());
   Mr lmr(t.a.domain, local.data(), local.size());
-  REQUIRE(fi_write(t.a.ep, local.data(), 64, lmr.desc(), t.a2c, reinterpret_cast<uint64_t>(remote.data()),
-                   rmr.key(), nullptr) == 0);
+  REQUIRE(fi_write(t.a.ep, local.data(), 64, lmr.desc(), t.a2c,
+                   reinterpret_cast<uint64_t>(remote.data()), rmr.key(), nullptr) == 0);
   Completion w;
   REQUIRE(wait_cq(t.a.tx, &w, {&t.c}));
   REQUIRE(w.error);
@@ -270,7 +274,8 @@ TEST_CASE("eq: RMA to the lost peer fails too; closing the endpoint drops its ev
   CHECK(fi_eq_read(t.a.eq, &ev, &entry, sizeof entry, 0) == -FI_EAGAIN);
 }
 
-TEST_CASE("eq: without an EQ the error is a no_eq violation where EFA would abort()", "[mockprov][eq][faults]") {
+TEST_CASE("eq: without an EQ the error is a no_eq violation where EFA would abort()",
+          "[mockprov][eq][faults]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_EQ_ERROR_AFTER", "0");
@@ -297,7 +302,8 @@ TEST_CASE("eq: without an EQ the error is a no_eq violation where EFA would abor
   CHECK(violations(MOCKEFA_V_NO_EQ) == 1);
 }
 
-TEST_CASE("eq: no EQ with MOCKEFA_ABORT_ON_VIOLATION aborts, as EFA does", "[mockprov][eq][faults]") {
+TEST_CASE("eq: no EQ with MOCKEFA_ABORT_ON_VIOLATION aborts, as EFA does",
+          "[mockprov][eq][faults]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_EQ_ERROR_AFTER", "0");

@@ -50,7 +50,8 @@ TEST_CASE("faults: every k-th post gets -FI_EAGAIN until the CQ is read", "[mock
   CHECK(counters().tx_posted == 3);
 }
 
-TEST_CASE("faults: error every k-th op, with EFA err/prov_errno and err_data", "[mockprov][faults]") {
+TEST_CASE("faults: error every k-th op, with EFA err/prov_errno and err_data",
+          "[mockprov][faults]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_ERROR_EVERY", "2");
@@ -83,7 +84,8 @@ TEST_CASE("faults: error every k-th op, with EFA err/prov_errno and err_data", "
   CHECK(ok.e.op_context == &c1);
 }
 
-TEST_CASE("faults: err_data into a caller buffer is truncated and terminated", "[mockprov][faults]") {
+TEST_CASE("faults: err_data into a caller buffer is truncated and terminated",
+          "[mockprov][faults]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_ERROR_EVERY", "1").set("MOCKEFA_ERROR_PROV_ERRNO", "9");
@@ -134,11 +136,13 @@ TEST_CASE("faults: delayed and reordered completions", "[mockprov][faults]") {
     constexpr int kN = 16;
     uint64_t v[kN];
     Mr m(p.a.domain, v, sizeof v);
-    for (int i = 0; i < kN; ++i) REQUIRE(fi_tinject(p.a.ep, &v[i], 8, p.a2b, static_cast<uint64_t>(i)) == 0);
+    for (int i = 0; i < kN; ++i)
+      REQUIRE(fi_tinject(p.a.ep, &v[i], 8, p.a2b, static_cast<uint64_t>(i)) == 0);
     uint64_t got[kN];
     Mr mb(p.b.domain, got, sizeof got);
     for (int i = 0; i < kN; ++i)
-      REQUIRE(fi_trecv(p.b.ep, &got[i], 8, mb.desc(), FI_ADDR_UNSPEC, static_cast<uint64_t>(i), 0, &got[i]) == 0);
+      REQUIRE(fi_trecv(p.b.ep, &got[i], 8, mb.desc(), FI_ADDR_UNSPEC, static_cast<uint64_t>(i), 0,
+                       &got[i]) == 0);
     p.b.progress();  // all complete in one pass; the read below shuffles them
     std::vector<uint64_t> order;
     fi_cq_tagged_entry e[kN];
@@ -169,7 +173,8 @@ TEST_CASE("faults: a peer becomes unreachable after n ops", "[mockprov][faults]"
     CHECK_FALSE(c.error);
   }
   int ctx = 0;
-  REQUIRE(fi_tsend(p.a.ep, &v, 8, m.desc(), p.a2b, 0, &ctx) == 0);  // accepted: the failure comes later
+  REQUIRE(fi_tsend(p.a.ep, &v, 8, m.desc(), p.a2b, 0, &ctx) ==
+          0);  // accepted: the failure comes later
   REQUIRE(wait_cq(p.a.tx, &c, {&p.b}));
   REQUIRE(c.error);
   CHECK(c.err.err == FI_EHOSTUNREACH);
@@ -178,7 +183,8 @@ TEST_CASE("faults: a peer becomes unreachable after n ops", "[mockprov][faults]"
   CHECK(faults(MOCKEFA_F_UNREACHABLE) == 1);
 }
 
-TEST_CASE("faults: sends to an address with no endpoint fail asynchronously", "[mockprov][faults]") {
+TEST_CASE("faults: sends to an address with no endpoint fail asynchronously",
+          "[mockprov][faults]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_UNREACH_POLLS", "5");
@@ -195,23 +201,29 @@ TEST_CASE("faults: sends to an address with no endpoint fail asynchronously", "[
   CHECK(c.err.err == FI_EHOSTUNREACH);
 }
 
-TEST_CASE("faults: payload lands in pieces, completion order differs from post order", "[mockprov][faults]") {
+TEST_CASE("faults: payload lands in pieces, completion order differs from post order",
+          "[mockprov][faults]") {
   Fresh fresh;
   Env env;
-  env.set("MOCKEFA_LAND_CHUNK", "4096").set("MOCKEFA_WIRE_REORDER", "1").set("MOCKEFA_HANDSHAKE", "none");
+  env.set("MOCKEFA_LAND_CHUNK", "4096")
+      .set("MOCKEFA_WIRE_REORDER", "1")
+      .set("MOCKEFA_HANDSHAKE", "none");
   Fixture f;
   Pair& p = *f.p;
   std::vector<uint8_t> src = pattern(64 * 1024, 21), dst(64 * 1024 + 64, 0);
   Mr sm(p.a.domain, src.data(), src.size()), dm(p.b.domain, dst.data(), dst.size());
   const uint64_t base = reinterpret_cast<uint64_t>(dst.data());
-  REQUIRE(fi_writedata(p.a.ep, src.data(), src.size(), sm.desc(), 1, p.a2b, base, dm.key(), nullptr) == 0);
-  REQUIRE(fi_writedata(p.a.ep, src.data(), 64, sm.desc(), 2, p.a2b, base + src.size(), dm.key(), nullptr) == 0);
+  REQUIRE(fi_writedata(p.a.ep, src.data(), src.size(), sm.desc(), 1, p.a2b, base, dm.key(),
+                       nullptr) == 0);
+  REQUIRE(fi_writedata(p.a.ep, src.data(), 64, sm.desc(), 2, p.a2b, base + src.size(), dm.key(),
+                       nullptr) == 0);
   // After one target pass: the small write is complete, the big one only partly landed.
   fi_cq_tagged_entry e;
   REQUIRE(fi_cq_read(p.b.rx, &e, 1) == 1);
   CHECK(e.data == 2);
   size_t landed = 0;
-  for (size_t i = 0; i < src.size(); i += 4096) landed += std::equal(src.begin() + i, src.begin() + i + 4096, dst.begin() + i);
+  for (size_t i = 0; i < src.size(); i += 4096)
+    landed += std::equal(src.begin() + i, src.begin() + i + 4096, dst.begin() + i);
   CHECK(landed >= 1);
   CHECK(landed < 16);
   Completion big;
@@ -233,8 +245,10 @@ TEST_CASE("faults: wire delay and SAS order under reordering", "[mockprov][fault
   uint8_t src[kN], dst[kN] = {};
   for (int i = 0; i < kN; ++i) src[i] = static_cast<uint8_t>(i + 1);
   Mr sm(p.a.domain, src, kN), dm(p.b.domain, dst, kN);
-  for (int i = 0; i < kN; ++i) REQUIRE(fi_trecv(p.b.ep, &dst[i], 1, dm.desc(), FI_ADDR_UNSPEC, 0, 0, nullptr) == 0);
-  for (int i = 0; i < kN; ++i) REQUIRE(fi_tsend(p.a.ep, &src[i], 1, sm.desc(), p.a2b, 0, nullptr) == 0);
+  for (int i = 0; i < kN; ++i)
+    REQUIRE(fi_trecv(p.b.ep, &dst[i], 1, dm.desc(), FI_ADDR_UNSPEC, 0, 0, nullptr) == 0);
+  for (int i = 0; i < kN; ++i)
+    REQUIRE(fi_tsend(p.a.ep, &src[i], 1, sm.desc(), p.a2b, 0, nullptr) == 0);
   fi_cq_read(p.b.rx, nullptr, 0);  // two progress passes of the receiver: the delay runs out
   fi_cq_read(p.b.rx, nullptr, 0);
   CHECK(dst[0] == 0);  // but nothing has arrived yet
@@ -246,7 +260,8 @@ TEST_CASE("faults: wire delay and SAS order under reordering", "[mockprov][fault
   CHECK(faults(MOCKEFA_F_WIRE_DELAY) == kN);
 }
 
-TEST_CASE("faults: exported API sets knobs for new and for open endpoints", "[mockprov][faults][api]") {
+TEST_CASE("faults: exported API sets knobs for new and for open endpoints",
+          "[mockprov][faults][api]") {
   Fresh fresh;
   mockefa_faults fk{};
   api().get_faults(&fk);
@@ -287,11 +302,12 @@ TEST_CASE("close: endpoints close with ops in flight; peers see errors", "[mockp
   Mr bm(p.a.domain, big.data(), big.size()), sm(p.a.domain, small.data(), small.size());
   Mr dm(p.b.domain, dst.data(), dst.size());
   SECTION("sender closes: its sends, writes and receives vanish; a half-landed receive fails") {
-    REQUIRE(fi_trecv(p.b.ep, dst.data(), dst.size(), dm.desc(), FI_ADDR_UNSPEC, 1, 0, nullptr) == 0);
+    REQUIRE(fi_trecv(p.b.ep, dst.data(), dst.size(), dm.desc(), FI_ADDR_UNSPEC, 1, 0, nullptr) ==
+            0);
     REQUIRE(fi_tsend(p.a.ep, big.data(), big.size(), bm.desc(), p.a2b, 1, nullptr) == 0);
     REQUIRE(fi_tsend(p.a.ep, big.data(), big.size(), bm.desc(), p.a2b, 2, nullptr) == 0);
-    REQUIRE(fi_write(p.a.ep, small.data(), 64, sm.desc(), p.a2b, reinterpret_cast<uint64_t>(dst.data()), dm.key(),
-                     nullptr) == 0);
+    REQUIRE(fi_write(p.a.ep, small.data(), 64, sm.desc(), p.a2b,
+                     reinterpret_cast<uint64_t>(dst.data()), dm.key(), nullptr) == 0);
     REQUIRE(fi_trecv(p.a.ep, small.data(), 64, sm.desc(), FI_ADDR_UNSPEC, 0, 0, nullptr) == 0);
     p.b.progress();  // first chunk of the matched message lands
     p.a.close_ep();
@@ -304,7 +320,8 @@ TEST_CASE("close: endpoints close with ops in flight; peers see errors", "[mockp
   SECTION("receiver closes: the sender's pending ops fail with FI_ENOTCONN") {
     REQUIRE(fi_tsend(p.a.ep, big.data(), big.size(), bm.desc(), p.a2b, 1, nullptr) == 0);
     p.b.progress();  // rendezvous: waits in b's unexpected queue
-    REQUIRE(fi_tsend(p.a.ep, small.data(), 64, sm.desc(), p.a2b, 2, nullptr) == 0);  // still on the wire
+    REQUIRE(fi_tsend(p.a.ep, small.data(), 64, sm.desc(), p.a2b, 2, nullptr) ==
+            0);  // still on the wire
     p.b.close_ep();
     int errors = 0;
     Completion c;
@@ -321,7 +338,8 @@ TEST_CASE("close: endpoints close with ops in flight; peers see errors", "[mockp
   }
 }
 
-TEST_CASE("domains: MOCKEFA_NDOMAINS gives several NICs that talk to each other", "[mockprov][domains]") {
+TEST_CASE("domains: MOCKEFA_NDOMAINS gives several NICs that talk to each other",
+          "[mockprov][domains]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_NDOMAINS", "4").set("MOCKEFA_HANDSHAKE", "none");
@@ -338,7 +356,8 @@ TEST_CASE("domains: MOCKEFA_NDOMAINS gives several NICs that talk to each other"
     mockefa_nic_info nic{};
     REQUIRE(api().get_nic_info(i, &nic) == 0);
     CHECK(std::string(nic.domain_name) == names[i]);
-    CHECK(all[i]->nic->bus_attr->attr.pci.bus_id == std::stoul(std::string(nic.pci_bus_id).substr(5, 2), nullptr, 16));
+    CHECK(all[i]->nic->bus_attr->attr.pci.bus_id ==
+          std::stoul(std::string(nic.pci_bus_id).substr(5, 2), nullptr, 16));
   }
   CHECK(api().get_nic_info(4, nullptr) == -1);
   InfoPtr one_hint = make_hints();
@@ -397,23 +416,28 @@ TEST_CASE("limits: message and inject sizes, FI_OPT_MAX_MSG_SIZE", "[mockprov][c
   CHECK(fi_tinject(n.ep, buf.data(), 4096, to_b, 0) == 0);
 }
 
-TEST_CASE("options: FI_OPT_CUDA_API_PERMITTED and EFA options follow the profile", "[mockprov][options]") {
+TEST_CASE("options: FI_OPT_CUDA_API_PERMITTED and EFA options follow the profile",
+          "[mockprov][options]") {
   Fresh fresh;
   InfoPtr hints = make_hints(kCaps | FI_HMEM, kMrAll | FI_MR_HMEM);
   InfoPtr info = getinfo(hints.get());
   REQUIRE(info);
   bool off = false;
-  auto set_cuda = [&](fid_ep* ep) { return fi_setopt(&ep->fid, FI_OPT_ENDPOINT, kOptCudaApiPermitted, &off, sizeof off); };
+  auto set_cuda = [&](fid_ep* ep) {
+    return fi_setopt(&ep->fid, FI_OPT_ENDPOINT, kOptCudaApiPermitted, &off, sizeof off);
+  };
   SECTION("p2p (default): allowed before fi_enable, refused after") {
     Node n(info.get(), FI_CQ_FORMAT_TAGGED, false);
     CHECK(set_cuda(n.ep) == 0);
     int bad = 0;
-    CHECK(fi_setopt(&n.ep->fid, FI_OPT_ENDPOINT, kOptCudaApiPermitted, &bad, sizeof bad) == -FI_EINVAL);
+    CHECK(fi_setopt(&n.ep->fid, FI_OPT_ENDPOINT, kOptCudaApiPermitted, &bad, sizeof bad) ==
+          -FI_EINVAL);
     REQUIRE(fi_enable(n.ep) == 0);
     CHECK(set_cuda(n.ep) == -FI_EINVAL);
     CHECK(violations(MOCKEFA_V_OPT_STATE) == 1);
     size_t len = sizeof off;
-    CHECK(fi_getopt(&n.ep->fid, FI_OPT_ENDPOINT, kOptCudaApiPermitted, &off, &len) == -FI_ENOPROTOOPT);
+    CHECK(fi_getopt(&n.ep->fid, FI_OPT_ENDPOINT, kOptCudaApiPermitted, &off, &len) ==
+          -FI_ENOPROTOOPT);
     bool emulated = false;
     len = sizeof emulated;
     REQUIRE(fi_getopt(&n.ep->fid, FI_OPT_ENDPOINT, kOptEfaEmulatedWrite, &emulated, &len) == 0);
@@ -476,13 +500,15 @@ TEST_CASE("threads: two threads drive the two sides (FI_THREAD_SAFE)", "[mockpro
   std::thread receiver([&] {
     int posted = 0;
     while (recv_done < kN && in_time()) {
-      if (posted < kN && fi_trecv(p.b.ep, dst.data() + posted * kLen, kLen, dm.desc(), FI_ADDR_UNSPEC,
-                                  static_cast<uint64_t>(posted), 0, nullptr) == 0)
+      if (posted < kN && fi_trecv(p.b.ep, dst.data() + posted * kLen, kLen, dm.desc(),
+                                  FI_ADDR_UNSPEC, static_cast<uint64_t>(posted), 0, nullptr) == 0)
         ++posted;
       fi_cq_tagged_entry e[8];
       ssize_t r = fi_cq_read(p.b.rx, e, 8);
-      if (r > 0) recv_done += static_cast<int>(r);
-      else std::this_thread::yield();
+      if (r > 0)
+        recv_done += static_cast<int>(r);
+      else
+        std::this_thread::yield();
     }
   });
   int posted = 0;
@@ -492,8 +518,10 @@ TEST_CASE("threads: two threads drive the two sides (FI_THREAD_SAFE)", "[mockpro
       ++posted;
     fi_cq_tagged_entry e[8];
     ssize_t r = fi_cq_read(p.a.tx, e, 8);
-    if (r > 0) sent_done += static_cast<int>(r);
-    else std::this_thread::yield();
+    if (r > 0)
+      sent_done += static_cast<int>(r);
+    else
+      std::this_thread::yield();
   }
   receiver.join();
   CHECK(sent_done == kN);

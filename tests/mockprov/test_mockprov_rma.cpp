@@ -93,7 +93,8 @@ TEST_CASE("mr: without FI_MR_LOCAL a NULL descriptor is fine", "[mockprov][mr]")
   CHECK(counters().violations_total == 0);
 }
 
-TEST_CASE("mr: closing an MR an op still uses fails the op and is counted", "[mockprov][mr][checker]") {
+TEST_CASE("mr: closing an MR an op still uses fails the op and is counted",
+          "[mockprov][mr][checker]") {
   Fresh fresh;
   InfoPtr hints = make_hints();
   InfoPtr info = getinfo(hints.get());
@@ -139,21 +140,23 @@ struct RmaSetup {
 
 }  // namespace
 
-TEST_CASE("rma: first RMA to a peer waits for the handshake (-FI_EAGAIN, 1.17 behaviour)", "[mockprov][rma]") {
+TEST_CASE("rma: first RMA to a peer waits for the handshake (-FI_EAGAIN, 1.17 behaviour)",
+          "[mockprov][rma]") {
   Fresh fresh;
   RmaSetup s(4096);
   Pair& p = *s.p;
-  CHECK(fi_write(p.a.ep, s.local.data(), 4096, s.lmr->desc(), p.a2b, s.raddr(), s.rmr->key(), nullptr) ==
-        -FI_EAGAIN);
+  CHECK(fi_write(p.a.ep, s.local.data(), 4096, s.lmr->desc(), p.a2b, s.raddr(), s.rmr->key(),
+                 nullptr) == -FI_EAGAIN);
   CHECK(counters().eagain_handshake == 1);
   // Only the initiator polls: the peer never answers, so still -FI_EAGAIN.
   p.a.progress();
-  CHECK(fi_write(p.a.ep, s.local.data(), 4096, s.lmr->desc(), p.a2b, s.raddr(), s.rmr->key(), nullptr) ==
-        -FI_EAGAIN);
+  CHECK(fi_write(p.a.ep, s.local.data(), 4096, s.lmr->desc(), p.a2b, s.raddr(), s.rmr->key(),
+                 nullptr) == -FI_EAGAIN);
   p.b.progress();  // the peer answers the handshake
   p.a.progress();  // and the initiator receives the answer
   int ctx = 0;
-  REQUIRE(fi_write(p.a.ep, s.local.data(), 4096, s.lmr->desc(), p.a2b, s.raddr(), s.rmr->key(), &ctx) == 0);
+  REQUIRE(fi_write(p.a.ep, s.local.data(), 4096, s.lmr->desc(), p.a2b, s.raddr(), s.rmr->key(),
+                   &ctx) == 0);
   SECTION("emulated RMA: data lands only when the target progresses") {
     CHECK(stays_quiet(p.a.tx, 10));
     CHECK(s.remote != s.local);
@@ -175,8 +178,8 @@ TEST_CASE("rma: writedata target completion, read, queued handshake", "[mockprov
   RmaSetup s(8192);
   Pair& p = *s.p;
   int wctx = 0;
-  REQUIRE(fi_writedata(p.a.ep, s.local.data() + 100, 1000, s.lmr->desc(), 0xabcdef01, p.a2b, s.raddr(100),
-                       s.rmr->key(), &wctx) == 0);  // queued behind the handshake
+  REQUIRE(fi_writedata(p.a.ep, s.local.data() + 100, 1000, s.lmr->desc(), 0xabcdef01, p.a2b,
+                       s.raddr(100), s.rmr->key(), &wctx) == 0);  // queued behind the handshake
   Completion t;
   REQUIRE(wait_cq(p.b.rx, &t, {&p.a}));
   REQUIRE_FALSE(t.error);
@@ -196,7 +199,8 @@ TEST_CASE("rma: writedata target completion, read, queued handshake", "[mockprov
   std::vector<uint8_t> back(1000, 0);
   Mr bmr(p.a.domain, back.data(), back.size());
   int rctx = 0;
-  REQUIRE(fi_read(p.a.ep, back.data(), 1000, bmr.desc(), p.a2b, s.raddr(100), s.rmr->key(), &rctx) == 0);
+  REQUIRE(fi_read(p.a.ep, back.data(), 1000, bmr.desc(), p.a2b, s.raddr(100), s.rmr->key(),
+                  &rctx) == 0);
   Completion r;
   REQUIRE(wait_cq(p.a.tx, &r, {&p.b}));
   CHECK(r.e.op_context == &rctx);
@@ -212,7 +216,8 @@ TEST_CASE("rma: writedata target completion, read, queued handshake", "[mockprov
   CHECK(counters().violations_total == 0);
 }
 
-TEST_CASE("rma: target refuses bad keys, bounds and access with EFA errors", "[mockprov][rma][checker]") {
+TEST_CASE("rma: target refuses bad keys, bounds and access with EFA errors",
+          "[mockprov][rma][checker]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_HANDSHAKE", "none");
@@ -226,24 +231,28 @@ TEST_CASE("rma: target refuses bad keys, bounds and access with EFA errors", "[m
     CHECK(c.err.prov_errno == 7);
     CHECK(c.err_data.find("fi_addr_efa://") != std::string::npos);
     char buf[256];
-    CHECK(std::string(fi_cq_strerror(p.a.tx, c.err.prov_errno, nullptr, buf, sizeof buf)).find("Remote") == 0);
+    CHECK(std::string(fi_cq_strerror(p.a.tx, c.err.prov_errno, nullptr, buf, sizeof buf))
+              .find("Remote") == 0);
     CHECK(violations(kind) == 1);
   };
   SECTION("unknown key") {
-    REQUIRE(fi_write(p.a.ep, s.local.data(), 64, s.lmr->desc(), p.a2b, s.raddr(), s.rmr->key() + 999, nullptr) == 0);
+    REQUIRE(fi_write(p.a.ep, s.local.data(), 64, s.lmr->desc(), p.a2b, s.raddr(),
+                     s.rmr->key() + 999, nullptr) == 0);
     expect_remote_error(MOCKEFA_V_RMA_KEY);
   }
   SECTION("key of a registration in another domain") {
-    REQUIRE(fi_write(p.a.ep, s.local.data(), 64, s.lmr->desc(), p.a2b, s.raddr(), s.lmr->key(), nullptr) == 0);
+    REQUIRE(fi_write(p.a.ep, s.local.data(), 64, s.lmr->desc(), p.a2b, s.raddr(), s.lmr->key(),
+                     nullptr) == 0);
     expect_remote_error(MOCKEFA_V_RMA_KEY);
   }
   SECTION("range past the registration") {
-    REQUIRE(fi_write(p.a.ep, s.local.data(), 64, s.lmr->desc(), p.a2b, s.raddr(4096 - 32), s.rmr->key(),
-                     nullptr) == 0);
+    REQUIRE(fi_write(p.a.ep, s.local.data(), 64, s.lmr->desc(), p.a2b, s.raddr(4096 - 32),
+                     s.rmr->key(), nullptr) == 0);
     expect_remote_error(MOCKEFA_V_RMA_BOUNDS);
   }
   SECTION("read of memory registered without FI_REMOTE_READ") {
-    REQUIRE(fi_read(p.a.ep, s.local.data(), 64, s.lmr->desc(), p.a2b, s.raddr(), s.rmr->key(), nullptr) == 0);
+    REQUIRE(fi_read(p.a.ep, s.local.data(), 64, s.lmr->desc(), p.a2b, s.raddr(), s.rmr->key(),
+                    nullptr) == 0);
     expect_remote_error(MOCKEFA_V_RMA_ACCESS);
   }
   CHECK(std::all_of(s.remote.begin(), s.remote.end(), [](uint8_t b) { return b == 0; }));
@@ -256,13 +265,13 @@ TEST_CASE("rma: local checks refuse at post time", "[mockprov][rma][checker]") {
   RmaSetup s(4096);
   Pair& p = *s.p;
   SECTION("CQ data must fit in 4 bytes") {
-    CHECK(fi_writedata(p.a.ep, s.local.data(), 8, s.lmr->desc(), uint64_t{1} << 32, p.a2b, s.raddr(), s.rmr->key(),
+    CHECK(fi_writedata(p.a.ep, s.local.data(), 8, s.lmr->desc(), uint64_t{1} << 32, p.a2b,
+                       s.raddr(), s.rmr->key(), nullptr) == -FI_EINVAL);
+    CHECK(fi_tsenddata(p.a.ep, s.local.data(), 8, s.lmr->desc(), uint64_t{1} << 40, p.a2b, 0,
                        nullptr) == -FI_EINVAL);
-    CHECK(fi_tsenddata(p.a.ep, s.local.data(), 8, s.lmr->desc(), uint64_t{1} << 40, p.a2b, 0, nullptr) ==
-          -FI_EINVAL);
     CHECK(violations(MOCKEFA_V_CQ_DATA) == 2);
-    CHECK(fi_writedata(p.a.ep, s.local.data(), 8, s.lmr->desc(), 0xffffffffull, p.a2b, s.raddr(), s.rmr->key(),
-                       nullptr) == 0);
+    CHECK(fi_writedata(p.a.ep, s.local.data(), 8, s.lmr->desc(), 0xffffffffull, p.a2b, s.raddr(),
+                       s.rmr->key(), nullptr) == 0);
   }
   SECTION("one remote iov only") {
     fi_rma_iov r[2] = {{s.raddr(), 8, s.rmr->key()}, {s.raddr(8), 8, s.rmr->key()}};
@@ -273,8 +282,10 @@ TEST_CASE("rma: local checks refuse at post time", "[mockprov][rma][checker]") {
     CHECK(violations(MOCKEFA_V_IOV_LIMIT) == 1);
   }
   SECTION("missing local descriptor under FI_MR_LOCAL") {
-    CHECK(fi_write(p.a.ep, s.local.data(), 8, nullptr, p.a2b, s.raddr(), s.rmr->key(), nullptr) == -FI_EINVAL);
-    CHECK(fi_read(p.a.ep, s.local.data(), 8, nullptr, p.a2b, s.raddr(), s.rmr->key(), nullptr) == -FI_EINVAL);
+    CHECK(fi_write(p.a.ep, s.local.data(), 8, nullptr, p.a2b, s.raddr(), s.rmr->key(), nullptr) ==
+          -FI_EINVAL);
+    CHECK(fi_read(p.a.ep, s.local.data(), 8, nullptr, p.a2b, s.raddr(), s.rmr->key(), nullptr) ==
+          -FI_EINVAL);
     CHECK(violations(MOCKEFA_V_NO_DESC) == 2);
   }
   SECTION("fi_writedata larger than one device write") {
@@ -283,8 +294,8 @@ TEST_CASE("rma: local checks refuse at post time", "[mockprov][rma][checker]") {
     Node n(s.info.get());
     fi_addr_t to_b = n.insert(p.b);
     Mr m(n.domain, s.local.data(), 4096);
-    CHECK(fi_writedata(n.ep, s.local.data(), 2048, m.desc(), 1, to_b, s.raddr(), s.rmr->key(), nullptr) ==
-          -FI_EINVAL);
+    CHECK(fi_writedata(n.ep, s.local.data(), 2048, m.desc(), 1, to_b, s.raddr(), s.rmr->key(),
+                       nullptr) == -FI_EINVAL);
     CHECK(violations(MOCKEFA_V_WRITEDATA_SIZE) == 1);
   }
 }
@@ -299,8 +310,8 @@ TEST_CASE("rma: device mode needs no target progress for the data", "[mockprov][
   size_t len = sizeof emulated;
   REQUIRE(fi_getopt(&p.a.ep->fid, FI_OPT_ENDPOINT, -(0xefa << 16) + 2, &emulated, &len) == 0);
   CHECK_FALSE(emulated);
-  REQUIRE(fi_writedata(p.a.ep, s.local.data(), 2048, s.lmr->desc(), 9, p.a2b, s.raddr(), s.rmr->key(), nullptr) ==
-          0);
+  REQUIRE(fi_writedata(p.a.ep, s.local.data(), 2048, s.lmr->desc(), 9, p.a2b, s.raddr(),
+                       s.rmr->key(), nullptr) == 0);
   Completion w;
   REQUIRE(wait_cq(p.a.tx, &w));  // the target never polled
   CHECK(s.remote == s.local);
@@ -312,7 +323,8 @@ TEST_CASE("rma: device mode needs no target progress for the data", "[mockprov][
 namespace {
 
 // Reads n entries from cq (errors included), progressing `others` in between; bounded.
-std::vector<Completion> collect(fid_cq* cq, size_t n, std::initializer_list<const Node*> others = {}) {
+std::vector<Completion> collect(fid_cq* cq, size_t n,
+                                std::initializer_list<const Node*> others = {}) {
   std::vector<Completion> out;
   while (out.size() < n) {
     Completion c;
@@ -332,7 +344,9 @@ const std::vector<Knobs>& knob_sets() {
       {"plain", {}},
       {"cq reorder + cq delay", {{"MOCKEFA_CQ_REORDER", "1"}, {"MOCKEFA_CQ_DELAY", "2"}}},
       {"wire reorder + land chunk + wire delay",
-       {{"MOCKEFA_WIRE_REORDER", "1"}, {"MOCKEFA_LAND_CHUNK", "4096"}, {"MOCKEFA_WIRE_DELAY", "1"}}},
+       {{"MOCKEFA_WIRE_REORDER", "1"},
+        {"MOCKEFA_LAND_CHUNK", "4096"},
+        {"MOCKEFA_WIRE_DELAY", "1"}}},
   };
   return k;
 }
@@ -348,7 +362,8 @@ std::vector<const fi_info*> nic_infos(const fi_info* info, size_t n) {
 
 }  // namespace
 
-TEST_CASE("rma: zero-byte fi_writedata completes at both sides, emulated and device", "[mockprov][rma]") {
+TEST_CASE("rma: zero-byte fi_writedata completes at both sides, emulated and device",
+          "[mockprov][rma]") {
   const std::string mode = GENERATE(as<std::string>{}, "emulated", "device");
   const size_t knob = GENERATE(range(size_t{0}, size_t{3}));
   const Knobs& k = knob_sets()[knob];
@@ -362,11 +377,13 @@ TEST_CASE("rma: zero-byte fi_writedata completes at both sides, emulated and dev
 
   int ctx_null = 0, ctx_buf = 0, ctx_msg = 0, ctx_big = 0;
   // 1. NULL buffer, NULL descriptor, address and key 0: EFA checks no key for 0 bytes.
-  REQUIRE(post_retry([&] { return fi_writedata(p.a.ep, nullptr, 0, nullptr, 0x10, p.a2b, 0, 0, &ctx_null); },
-                     {&p.a, &p.b}) == 0);
+  REQUIRE(
+      post_retry(
+          [&] { return fi_writedata(p.a.ep, nullptr, 0, nullptr, 0x10, p.a2b, 0, 0, &ctx_null); },
+          {&p.a, &p.b}) == 0);
   // 2. A real (registered) buffer and a valid remote address and key, still 0 bytes.
-  REQUIRE(fi_writedata(p.a.ep, s.local.data(), 0, s.lmr->desc(), 0x20, p.a2b, s.raddr(8), s.rmr->key(),
-                       &ctx_buf) == 0);
+  REQUIRE(fi_writedata(p.a.ep, s.local.data(), 0, s.lmr->desc(), 0x20, p.a2b, s.raddr(8),
+                       s.rmr->key(), &ctx_buf) == 0);
   // 3. fi_writemsg with FI_REMOTE_CQ_DATA and one empty iov.
   iovec l{s.local.data(), 0};
   void* d = s.lmr->desc();
@@ -374,8 +391,8 @@ TEST_CASE("rma: zero-byte fi_writedata completes at both sides, emulated and dev
   fi_msg_rma m{&l, &d, 1, p.a2b, &r, 1, &ctx_msg, 0x30};
   REQUIRE(fi_writemsg(p.a.ep, &m, FI_REMOTE_CQ_DATA | FI_COMPLETION) == 0);
   // 4. A big writedata alongside, so the zero-byte ones can overtake it (or not).
-  REQUIRE(fi_writedata(p.a.ep, s.local.data(), s.local.size(), s.lmr->desc(), 0x40, p.a2b, s.raddr(),
-                       s.rmr->key(), &ctx_big) == 0);
+  REQUIRE(fi_writedata(p.a.ep, s.local.data(), s.local.size(), s.lmr->desc(), 0x40, p.a2b,
+                       s.raddr(), s.rmr->key(), &ctx_big) == 0);
 
   std::vector<Completion> tgt = collect(p.b.rx, 4, {&p.a});
   REQUIRE(tgt.size() == 4);
@@ -411,7 +428,8 @@ TEST_CASE("rma: zero-byte fi_writedata completes at both sides, emulated and dev
   CHECK(counters().error_completions == 0);
 }
 
-TEST_CASE("counters: nic_tx_bytes/nic_tx_ops count accepted tx ops by the poster's NIC", "[mockprov][api][domains]") {
+TEST_CASE("counters: nic_tx_bytes/nic_tx_ops count accepted tx ops by the poster's NIC",
+          "[mockprov][api][domains]") {
   Fresh fresh;
   Env env;
   env.set("MOCKEFA_NDOMAINS", "4");  // handshake: the default, so RMA first answers -FI_EAGAIN
@@ -446,12 +464,18 @@ TEST_CASE("counters: nic_tx_bytes/nic_tx_ops count accepted tx ops by the poster
   REQUIRE(collect(n0.tx, 2, {&n1}).size() == 2);
 
   // NIC 1: RMA into NIC 2. The first one meets the handshake: -FI_EAGAIN is not counted.
-  REQUIRE(fi_write(n1.ep, src.data(), 300, m1s.desc(), n1_to_n2, raddr2, m2.key(), nullptr) == -FI_EAGAIN);
+  REQUIRE(fi_write(n1.ep, src.data(), 300, m1s.desc(), n1_to_n2, raddr2, m2.key(), nullptr) ==
+          -FI_EAGAIN);
   CHECK(ops(1) == 0);
   CHECK(bytes(1) == 0);
-  REQUIRE(post_retry([&] { return fi_write(n1.ep, src.data(), 300, m1s.desc(), n1_to_n2, raddr2, m2.key(), nullptr); },
-                     {&n1, &n2}) == 0);
-  REQUIRE(fi_writedata(n1.ep, src.data(), 400, m1s.desc(), 7, n1_to_n2, raddr2, m2.key(), nullptr) == 0);
+  REQUIRE(post_retry(
+              [&] {
+                return fi_write(n1.ep, src.data(), 300, m1s.desc(), n1_to_n2, raddr2, m2.key(),
+                                nullptr);
+              },
+              {&n1, &n2}) == 0);
+  REQUIRE(fi_writedata(n1.ep, src.data(), 400, m1s.desc(), 7, n1_to_n2, raddr2, m2.key(),
+                       nullptr) == 0);
   REQUIRE(fi_inject_write(n1.ep, src.data(), 30, n1_to_n2, raddr2, m2.key()) == 0);
   REQUIRE(fi_inject_writedata(n1.ep, src.data(), 40, 8, n1_to_n2, raddr2, m2.key()) == 0);
   // A read is a transmit op of the reader's NIC (1), not of the NIC that owns the memory (2).
@@ -463,15 +487,17 @@ TEST_CASE("counters: nic_tx_bytes/nic_tx_ops count accepted tx ops by the poster
   REQUIRE(collect(n2.rx, 2, {&n1}).size() == 2);  // the two writedata events
 
   // NIC 2: a zero-byte writedata is one op of 0 bytes.
-  REQUIRE(post_retry([&] { return fi_writedata(n2.ep, nullptr, 0, nullptr, 9, n2_to_n3, 0, 0, nullptr); },
-                     {&n2, &n3}) == 0);
+  REQUIRE(post_retry(
+              [&] { return fi_writedata(n2.ep, nullptr, 0, nullptr, 9, n2_to_n3, 0, 0, nullptr); },
+              {&n2, &n3}) == 0);
   CHECK(ops(2) == 1);
   CHECK(bytes(2) == 0);
   REQUIRE(collect(n3.rx, 1, {&n2}).size() == 1);
   REQUIRE(collect(n2.tx, 1, {&n3}).size() == 1);
 
   // NIC 3: a post the checker refuses counts nothing.
-  CHECK(fi_tsend(n3.ep, src.data(), 64, m0.desc(), n3_to_n0, 0, nullptr) == -FI_EINVAL);  // NIC 0's MR
+  CHECK(fi_tsend(n3.ep, src.data(), 64, m0.desc(), n3_to_n0, 0, nullptr) ==
+        -FI_EINVAL);  // NIC 0's MR
   CHECK(violations(MOCKEFA_V_BAD_DESC) == 1);
   CHECK(ops(3) == 0);
   CHECK(bytes(3) == 0);
@@ -510,7 +536,8 @@ TEST_CASE("domains: four NICs, fi_writedata across them, each target domain chec
   std::vector<std::unique_ptr<Node>> n;
   for (int i = 0; i < 4; ++i) n.push_back(std::make_unique<Node>(all[i]));
   for (int i = 0; i < 4; ++i)
-    for (int j = i + 1; j < 4; ++j) CHECK(std::memcmp(n[i]->name.data(), n[j]->name.data(), 16) != 0);
+    for (int j = i + 1; j < 4; ++j)
+      CHECK(std::memcmp(n[i]->name.data(), n[j]->name.data(), 16) != 0);
 
   constexpr size_t kLen = 8192;
   std::vector<std::vector<uint8_t>> src, dst;
@@ -543,15 +570,17 @@ TEST_CASE("domains: four NICs, fi_writedata across them, each target domain chec
       const size_t off = static_cast<size_t>(i) * (kLen / 4);
       ssize_t r = -FI_EAGAIN;
       for (int t = 0; t < kMaxPolls && r == -FI_EAGAIN; ++t) {
-        r = fi_writedata(n[i]->ep, src[i].data() + off, kLen / 4, smr[i]->desc(), static_cast<uint64_t>(i << 4 | j),
-                         to[i][j], raddr(j) + off, dmr[j]->key(), &ctx[i * 4 + j]);
+        r = fi_writedata(n[i]->ep, src[i].data() + off, kLen / 4, smr[i]->desc(),
+                         static_cast<uint64_t>(i << 4 | j), to[i][j], raddr(j) + off, dmr[j]->key(),
+                         &ctx[i * 4 + j]);
         if (r == -FI_EAGAIN) progress_all();
       }
       REQUIRE(r == 0);
     }
   }
   for (int j = 0; j < 4; ++j) {
-    std::vector<Completion> t = collect(n[j]->rx, 3, {everyone[0], everyone[1], everyone[2], everyone[3]});
+    std::vector<Completion> t =
+        collect(n[j]->rx, 3, {everyone[0], everyone[1], everyone[2], everyone[3]});
     REQUIRE(t.size() == 3);
     std::set<uint64_t> datas;
     for (const Completion& c : t) {
@@ -567,13 +596,15 @@ TEST_CASE("domains: four NICs, fi_writedata across them, each target domain chec
       const size_t off = static_cast<size_t>(i) * (kLen / 4);
       const auto from = dst[j].begin() + off;
       if (i == j)
-        CHECK(std::all_of(from, from + kLen / 4, [](uint8_t b) { return b == 0; }));  // nobody writes here
+        CHECK(std::all_of(from, from + kLen / 4,
+                          [](uint8_t b) { return b == 0; }));  // nobody writes here
       else
         CHECK(std::equal(from, from + kLen / 4, src[i].begin() + off));
     }
   }
   for (int i = 0; i < 4; ++i) {
-    std::vector<Completion> w = collect(n[i]->tx, 3, {everyone[0], everyone[1], everyone[2], everyone[3]});
+    std::vector<Completion> w =
+        collect(n[i]->tx, 3, {everyone[0], everyone[1], everyone[2], everyone[3]});
     REQUIRE(w.size() == 3);
     for (const Completion& c : w) CHECK_FALSE(c.error);
     CHECK(counters().nic_tx_ops[i] == 3);
@@ -586,8 +617,8 @@ TEST_CASE("domains: four NICs, fi_writedata across them, each target domain chec
   std::fill(dst[1].begin(), dst[1].end(), 0);
   std::fill(dst[2].begin(), dst[2].end(), 0);
   int bad = 0;
-  REQUIRE(fi_writedata(n[0]->ep, src[0].data(), 256, smr[0]->desc(), 0x77, to[0][2], raddr(1), dmr[1]->key(),
-                       &bad) == 0);
+  REQUIRE(fi_writedata(n[0]->ep, src[0].data(), 256, smr[0]->desc(), 0x77, to[0][2], raddr(1),
+                       dmr[1]->key(), &bad) == 0);
   Completion e;
   REQUIRE(wait_cq(n[0]->tx, &e, {everyone[1], everyone[2], everyone[3]}));
   REQUIRE(e.error);
@@ -601,8 +632,8 @@ TEST_CASE("domains: four NICs, fi_writedata across them, each target domain chec
   CHECK(std::all_of(dst[1].begin(), dst[1].end(), [](uint8_t b) { return b == 0; }));
   CHECK(std::all_of(dst[2].begin(), dst[2].end(), [](uint8_t b) { return b == 0; }));
   // The same write with NIC 2's own key goes through.
-  REQUIRE(fi_writedata(n[0]->ep, src[0].data(), 256, smr[0]->desc(), 0x78, to[0][2], raddr(2), dmr[2]->key(),
-                       &bad) == 0);
+  REQUIRE(fi_writedata(n[0]->ep, src[0].data(), 256, smr[0]->desc(), 0x78, to[0][2], raddr(2),
+                       dmr[2]->key(), &bad) == 0);
   Completion ok;
   REQUIRE(wait_cq(n[2]->rx, &ok, {everyone[0]}));
   REQUIRE_FALSE(ok.error);

@@ -41,8 +41,10 @@ class Env {
   Env& operator=(const Env&) = delete;
   ~Env() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) setenv(it->first.c_str(), it->second->c_str(), 1);
-      else unsetenv(it->first.c_str());
+      if (it->second)
+        setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        unsetenv(it->first.c_str());
     }
   }
   Env& set(const char* key, const std::string& value) {
@@ -116,10 +118,13 @@ inline const mockefa_api& api() {
     InfoPtr info = getinfo(hints.get());  // makes libfabric load its DL providers
     mockefa_api loaded{};
     std::string path;
-    if (const char* lib = std::getenv("NF_MOCKPROV_LIB")) path = lib;
-    else if (const char* dir = std::getenv("FI_PROVIDER_PATH")) path = std::string(dir) + "/libmockefa-fi.so";
+    if (const char* lib = std::getenv("NF_MOCKPROV_LIB"))
+      path = lib;
+    else if (const char* dir = std::getenv("FI_PROVIDER_PATH"))
+      path = std::string(dir) + "/libmockefa-fi.so";
     if (mockefa_load_api(path.c_str(), &loaded) != 0) {
-      FAIL("cannot reach the mock's API at '" << path << "': set NF_MOCKPROV_LIB or FI_PROVIDER_PATH");
+      FAIL("cannot reach the mock's API at '" << path
+                                              << "': set NF_MOCKPROV_LIB or FI_PROVIDER_PATH");
     }
     return loaded;
   }();
@@ -145,8 +150,8 @@ struct Fresh {
 
 struct Mr {
   fid_mr* mr = nullptr;
-  Mr(fid_domain* d, const void* buf, size_t len, uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE |
-                                                                   FI_REMOTE_READ | FI_REMOTE_WRITE) {
+  Mr(fid_domain* d, const void* buf, size_t len,
+     uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) {
     REQUIRE(fi_mr_reg(d, buf, len, access, 0, 0, 0, &mr, nullptr) == 0);
   }
   Mr(const Mr&) = delete;
@@ -238,7 +243,8 @@ struct Node {
 struct Pair {
   Node a, b;
   fi_addr_t a2b, b2a;
-  explicit Pair(const fi_info* info, fi_cq_format fmt = FI_CQ_FORMAT_TAGGED) : a(info, fmt), b(info, fmt) {
+  explicit Pair(const fi_info* info, fi_cq_format fmt = FI_CQ_FORMAT_TAGGED)
+      : a(info, fmt), b(info, fmt) {
     a2b = a.insert(b);
     b2a = b.insert(a);
   }
@@ -291,8 +297,8 @@ inline bool stays_quiet(fid_cq* cq, int n, std::initializer_list<const Node*> ot
 
 // Retries `post` while it answers -FI_EAGAIN, progressing `nodes` in between; returns the
 // final return code (bounded).
-inline ssize_t post_retry(const std::function<ssize_t()>& post, std::initializer_list<const Node*> nodes,
-                          int max = kMaxPolls) {
+inline ssize_t post_retry(const std::function<ssize_t()>& post,
+                          std::initializer_list<const Node*> nodes, int max = kMaxPolls) {
   ssize_t r = -FI_EAGAIN;
   for (int i = 0; i < max && r == -FI_EAGAIN; ++i) {
     r = post();

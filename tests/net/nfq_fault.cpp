@@ -11,8 +11,8 @@
 // allows it), which is how a held packet is overtaken. Used by tests/net/test_netns.sh.
 #include <arpa/inet.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
-#include <linux/netlink.h>
 #include <linux/netfilter.h>
+#include <linux/netlink.h>
 #include <netinet/ip.h>
 #include <poll.h>
 #include <signal.h>
@@ -83,8 +83,10 @@ int on_packet(nfq_q_handle* qh, nfgenmsg*, nfq_data* nfa, void* data) {
     return nfq_set_verdict(qh, id, NF_ACCEPT, 0, nullptr);
   }
   double hold_ms = 0;
-  if (s.mode == Mode::kDelay) hold_ms = s.delay_ms + s.jitter_ms * uniform(s);
-  else if (uniform(s) < s.p) hold_ms = 10;
+  if (s.mode == Mode::kDelay)
+    hold_ms = s.delay_ms + s.jitter_ms * uniform(s);
+  else if (uniform(s) < s.p)
+    hold_ms = 10;
   if (hold_ms <= 0) return nfq_set_verdict(qh, id, NF_ACCEPT, 0, nullptr);
   ++s.delayed;
   s.held.push({now_ns() + static_cast<uint64_t>(hold_ms * 1e6), id});

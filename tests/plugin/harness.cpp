@@ -1,11 +1,11 @@
 #include "harness.h"
 
+#include <dirent.h>
+#include <unistd.h>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
-#include <unistd.h>
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -90,8 +90,10 @@ size_t verify(const void* buf, size_t n, int rank, int msg) {
 int child_setup(const PairOptions& opt, nfc::NetPlugin* p) {
   if (!opt.provider.empty()) setenv("NCCL_FABRIC_PROVIDER", opt.provider.c_str(), 1);
   for (const auto& kv : opt.env) {
-    if (kv.second.empty()) unsetenv(kv.first.c_str());  // "" means: not set at all
-    else setenv(kv.first.c_str(), kv.second.c_str(), 1);
+    if (kv.second.empty())
+      unsetenv(kv.first.c_str());  // "" means: not set at all
+    else
+      setenv(kv.first.c_str(), kv.second.c_str(), 1);
   }
   if (opt.before_init) CHILD_CHECK(opt.before_init() == 0, "before_init");
   std::string err;
@@ -164,7 +166,8 @@ int wait_all(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* size
   return 0;
 }
 
-int post_send(nfc::NetPlugin& p, void* comm, void* buf, size_t size, int tag, void* mh, void** req) {
+int post_send(nfc::NetPlugin& p, void* comm, void* buf, size_t size, int tag, void* mh,
+              void** req) {
   const auto start = Clock::now();
   for (;;) {
     *req = reinterpret_cast<void*>(0xdead);  // the plugin must always write it
@@ -236,7 +239,6 @@ int close_side(const PairOptions& opt, Side& s) {
   CHILD_CHECK(s.plugin.finalize() == ncclSuccess, "finalize");
   return 0;
 }
-
 
 // One side's whole life in a child: set up, connect, run, close, leave.
 [[noreturn]] void run_side(const PairOptions& opt, const std::function<int(Side&)>& body, int rank,

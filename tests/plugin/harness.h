@@ -16,15 +16,15 @@ namespace nft {
 
 constexpr int kTimeoutMs = 60000;  // bound on every wait in a test
 
-#define CHILD_CHECK(cond, ...)                                                     \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
-      fprintf(stderr, "[pid %d] CHECK FAILED %s:%d: %s: ", static_cast<int>(getpid()), \
-              __FILE__, __LINE__, #cond);                                          \
-      fprintf(stderr, __VA_ARGS__);                                                \
-      fprintf(stderr, "\n");                                                       \
-      return 1;                                                                    \
-    }                                                                              \
+#define CHILD_CHECK(cond, ...)                                                                   \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      fprintf(stderr, "[pid %d] CHECK FAILED %s:%d: %s: ", static_cast<int>(getpid()), __FILE__, \
+              __LINE__, #cond);                                                                  \
+      fprintf(stderr, __VA_ARGS__);                                                              \
+      fprintf(stderr, "\n");                                                                     \
+      return 1;                                                                                  \
+    }                                                                                            \
   } while (0)
 
 // One side of a connected pair: a send comm to the peer and a recv comm from it.
@@ -38,9 +38,9 @@ struct Side {
 };
 
 struct PairOptions {
-  std::string provider;    // NCCL_FABRIC_PROVIDER
-  int abi_version = 0;     // 0 = newest
-  int comms = 1;           // connections each way
+  std::string provider;                                  // NCCL_FABRIC_PROVIDER
+  int abi_version = 0;                                   // 0 = newest
+  int comms = 1;                                         // connections each way
   std::vector<std::pair<std::string, std::string>> env;  // extra environment ("" = unset it)
   // Runs in the child after the environment is set and before the plugin loads (e.g. to make a
   // CUDA context current, as NCCL has when it calls init). Non-zero fails the child.

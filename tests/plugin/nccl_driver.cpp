@@ -112,8 +112,10 @@ std::vector<GroupPlan> make_plan(const DriverConfig& cfg, int lane, int round, i
     int order[kMaxN];
     for (int i = 0; i < n; ++i) order[i] = i;
     if (cfg.shuffle_sends)
-      for (int i = n; i > 1; --i) std::swap(order[i - 1], order[rng.below(static_cast<uint64_t>(i))]);
-    for (int k = 0; k < n; ++k) g.sends.push_back({sizes[next + static_cast<size_t>(k)], g.tags[order[k]], id++});
+      for (int i = n; i > 1; --i)
+        std::swap(order[i - 1], order[rng.below(static_cast<uint64_t>(i))]);
+    for (int k = 0; k < n; ++k)
+      g.sends.push_back({sizes[next + static_cast<size_t>(k)], g.tags[order[k]], id++});
     next += static_cast<size_t>(n);
     // The k-th send of tag t lands in the k-th buffer of tag t.
     for (int i = 0; i < n; ++i) {
@@ -135,7 +137,7 @@ std::vector<GroupPlan> make_plan(const DriverConfig& cfg, int lane, int round, i
 struct Outstanding {
   void* req = nullptr;
   int group = 0;
-  int k = 0;         // sender: the send's index in its group
+  int k = 0;  // sender: the send's index in its group
   int n = 1;
   int slots[kMaxN] = {};
 };
@@ -178,9 +180,10 @@ struct Driver {
             static_cast<int>(getpid()), what, describe(cfg).c_str(),
             static_cast<unsigned long long>(cfg.seed));
     for (Lane& l : lanes) {
-      fprintf(stderr, "  lane %d (%s): round %d/%d group %d/%zu member %d, completed %llu, "
-              "outstanding %zu, retry pending %d, NULL answers %llu\n", l.index,
-              l.sender ? "send" : "recv", l.round, cfg.rounds, l.group, l.plan.size(), l.k,
+      fprintf(stderr,
+              "  lane %d (%s): round %d/%d group %d/%zu member %d, completed %llu, "
+              "outstanding %zu, retry pending %d, NULL answers %llu\n",
+              l.index, l.sender ? "send" : "recv", l.round, cfg.rounds, l.group, l.plan.size(), l.k,
               static_cast<unsigned long long>(l.completed), l.out.size(), l.retry ? 1 : 0,
               static_cast<unsigned long long>(l.nulls));
     }
@@ -192,21 +195,24 @@ struct Driver {
     if (cfg.per_slot_reg) {
       for (int s = 0; s < l.nslots; ++s) {
         void* mh = nullptr;
-        CHILD_CHECK(p.reg_mr(l.comm, l.slot(s), cfg.slot_bytes, NCCL_PTR_HOST, &mh) == ncclSuccess && mh,
-                    "regMr slot %d of lane %d", s, l.index);
+        CHILD_CHECK(
+            p.reg_mr(l.comm, l.slot(s), cfg.slot_bytes, NCCL_PTR_HOST, &mh) == ncclSuccess && mh,
+            "regMr slot %d of lane %d", s, l.index);
         l.mhs.push_back(mh);
       }
     } else {
       void* mh = nullptr;
-      CHILD_CHECK(p.reg_mr(l.comm, l.mem.data(), l.mem.size(), NCCL_PTR_HOST, &mh) == ncclSuccess && mh,
-                  "regMr lane %d", l.index);
+      CHILD_CHECK(
+          p.reg_mr(l.comm, l.mem.data(), l.mem.size(), NCCL_PTR_HOST, &mh) == ncclSuccess && mh,
+          "regMr lane %d", l.index);
       l.mhs.push_back(mh);
     }
     return 0;
   }
 
   int dereg(Lane& l) {
-    for (void* mh : l.mhs) CHILD_CHECK(p.dereg_mr(l.comm, mh) == ncclSuccess, "deregMr lane %d", l.index);
+    for (void* mh : l.mhs)
+      CHILD_CHECK(p.dereg_mr(l.comm, mh) == ncclSuccess, "deregMr lane %d", l.index);
     l.mhs.clear();
     return 0;
   }
@@ -247,7 +253,8 @@ struct Driver {
         } else {
           for (int i = 0; i < g.n; ++i) {
             const size_t sz = g.sends[static_cast<size_t>(g.match[i])].size;
-            memset(l.slot(o.slots[i]) + sz, kTailCanary, std::min(kCanaryBytes, cfg.slot_bytes - sz));
+            memset(l.slot(o.slots[i]) + sz, kTailCanary,
+                   std::min(kCanaryBytes, cfg.slot_bytes - sz));
           }
         }
       }
@@ -279,7 +286,8 @@ struct Driver {
       }
       if (req == reinterpret_cast<void*>(0xdead) || req == reinterpret_cast<void*>(0x1)) {
         char text[160];
-        snprintf(text, sizeof(text), "lane %d: the plugin left *request unwritten (%p)", l.index, req);
+        snprintf(text, sizeof(text), "lane %d: the plugin left *request unwritten (%p)", l.index,
+                 req);
         return fail_dump(text);
       }
       if (req == nullptr) {
@@ -311,20 +319,23 @@ struct Driver {
       unsigned char* b = l.slot(o.slots[i]);
       char text[240];
       if (sizes[i] != static_cast<int>(s.size)) {
-        snprintf(text, sizeof(text), "lane %d round %d group %d buffer %d (tag %d): size %d reported, %zu sent",
+        snprintf(text, sizeof(text),
+                 "lane %d round %d group %d buffer %d (tag %d): size %d reported, %zu sent",
                  l.index, l.round, o.group, i, g.tags[i], sizes[i], s.size);
         return fail_dump(text);
       }
       const size_t bad = verify_fast(b, s.size, l.index, s.id);
       if (bad != SIZE_MAX) {
-        snprintf(text, sizeof(text), "lane %d round %d group %d buffer %d (tag %d, %zu bytes): wrong byte at %zu",
+        snprintf(text, sizeof(text),
+                 "lane %d round %d group %d buffer %d (tag %d, %zu bytes): wrong byte at %zu",
                  l.index, l.round, o.group, i, g.tags[i], s.size, bad);
         return fail_dump(text);
       }
       const size_t tail = std::min(kCanaryBytes, cfg.slot_bytes - s.size);
       for (size_t j = 0; j < tail; ++j) {
         if (b[s.size + j] != kTailCanary) {
-          snprintf(text, sizeof(text), "lane %d group %d buffer %d: byte %zu past the %zu-byte message was written",
+          snprintf(text, sizeof(text),
+                   "lane %d group %d buffer %d: byte %zu past the %zu-byte message was written",
                    l.index, o.group, i, j, s.size);
           return fail_dump(text);
         }
@@ -339,7 +350,8 @@ struct Driver {
       for (size_t j = 0; j < kCanaryBytes; ++j) {
         if (c[j] != kSlotCanary) {
           char text[160];
-          snprintf(text, sizeof(text), "lane %d: the canary after slot %d was overwritten", l.index, s);
+          snprintf(text, sizeof(text), "lane %d: the canary after slot %d was overwritten", l.index,
+                   s);
           return fail_dump(text);
         }
       }
@@ -397,7 +409,8 @@ struct Driver {
         while (!stop.load(std::memory_order_relaxed)) {
           void* mh = nullptr;
           const size_t off = static_cast<size_t>(reg_count.load() % 64) * 4096;
-          if (p.reg_mr(comm, extra.data() + off, extra.size() - off, NCCL_PTR_HOST, &mh) != ncclSuccess ||
+          if (p.reg_mr(comm, extra.data() + off, extra.size() - off, NCCL_PTR_HOST, &mh) !=
+                  ncclSuccess ||
               mh == nullptr || p.dereg_mr(comm, mh) != ncclSuccess) {
             reg_fail.store(1);
             return;
@@ -440,9 +453,11 @@ struct Driver {
     if (getenv("NF_STRESS_VERBOSE") != nullptr) {
       uint64_t done = 0, nulls = 0;
       for (const Lane& l : lanes) done += l.completed, nulls += l.nulls;
-      fprintf(stderr, "[%s] %s: %zu lanes, %llu requests completed, %llu NULL answers, %.2f s, "
-              "%llu registrations from the second thread\n", who.c_str(), describe(cfg).c_str(),
-              lanes.size(), static_cast<unsigned long long>(done), static_cast<unsigned long long>(nulls),
+      fprintf(stderr,
+              "[%s] %s: %zu lanes, %llu requests completed, %llu NULL answers, %.2f s, "
+              "%llu registrations from the second thread\n",
+              who.c_str(), describe(cfg).c_str(), lanes.size(),
+              static_cast<unsigned long long>(done), static_cast<unsigned long long>(nulls),
               std::chrono::duration<double>(Clock::now() - t0).count(),
               static_cast<unsigned long long>(reg_count.load()));
     }
@@ -468,11 +483,14 @@ struct Driver {
 
 std::string describe(const DriverConfig& c) {
   char b[400];
-  snprintf(b, sizeof(b), "seed=%llu comms=%d+%d window=%d messages=%d groups=%s%d tags=%s%s "
+  snprintf(b, sizeof(b),
+           "seed=%llu comms=%d+%d window=%d messages=%d groups=%s%d tags=%s%s "
            "slot=%zu random<=%zu hint=%d rounds=%d%s%s%s",
            static_cast<unsigned long long>(c.seed), c.comms_10, c.comms_01, c.window, c.messages,
            c.group_fixed ? "" : "1..", c.group_max,
-           c.tags == TagMode::kRank ? "rank" : c.tags == TagMode::kDistinct ? "distinct" : "repeated",
+           c.tags == TagMode::kRank       ? "rank"
+           : c.tags == TagMode::kDistinct ? "distinct"
+                                          : "repeated",
            c.shuffle_sends ? " shuffled" : "", c.slot_bytes, c.max_random, c.optional_hint ? 1 : 0,
            c.rounds, c.rereg ? " rereg" : "", c.per_slot_reg ? " per-slot-reg" : "",
            c.reg_thread ? " reg-thread" : "");
@@ -506,14 +524,16 @@ int drive_pair_side(Side& s, const DriverConfig& cfg) {
   for (Lane& l : d.lanes) {
     if (l.sender) continue;
     char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-    CHILD_CHECK(p.listen(0, handle, &listens[static_cast<size_t>(l.index)]) == ncclSuccess, "listen");
+    CHILD_CHECK(p.listen(0, handle, &listens[static_cast<size_t>(l.index)]) == ncclSuccess,
+                "listen");
     CHILD_CHECK(s.oob.send(handle, sizeof(handle), kTimeoutMs), "oob send");
   }
   std::vector<std::vector<char>> handles(static_cast<size_t>(total));
   for (Lane& l : d.lanes) {
     if (!l.sender) continue;
     handles[static_cast<size_t>(l.index)].assign(NCCL_NET_HANDLE_MAXSIZE, 0);
-    CHILD_CHECK(s.oob.recv(handles[static_cast<size_t>(l.index)].data(), NCCL_NET_HANDLE_MAXSIZE, kTimeoutMs),
+    CHILD_CHECK(s.oob.recv(handles[static_cast<size_t>(l.index)].data(), NCCL_NET_HANDLE_MAXSIZE,
+                           kTimeoutMs),
                 "oob recv");
   }
   const auto start = Clock::now();
@@ -522,15 +542,17 @@ int drive_pair_side(Side& s, const DriverConfig& cfg) {
     for (Lane& l : d.lanes) {
       if (l.comm != nullptr) continue;
       if (l.sender)
-        CHILD_CHECK(p.connect(0, handles[static_cast<size_t>(l.index)].data(), &l.comm) == ncclSuccess,
-                    "connect lane %d", l.index);
+        CHILD_CHECK(
+            p.connect(0, handles[static_cast<size_t>(l.index)].data(), &l.comm) == ncclSuccess,
+            "connect lane %d", l.index);
       else
         CHILD_CHECK(p.accept(listens[static_cast<size_t>(l.index)], &l.comm) == ncclSuccess,
                     "accept lane %d", l.index);
       all = all && l.comm != nullptr;
     }
     if (all) break;
-    CHILD_CHECK(Clock::now() - start < std::chrono::milliseconds(kTimeoutMs), "connection setup timed out");
+    CHILD_CHECK(Clock::now() - start < std::chrono::milliseconds(kTimeoutMs),
+                "connection setup timed out");
   }
   for (void* lc : listens)
     if (lc != nullptr) CHILD_CHECK(p.close_listen(lc) == ncclSuccess, "closeListen");
@@ -548,7 +570,8 @@ int drive_single(nfc::NetPlugin& p, const DriverConfig& cfg) {
     void* sc = nullptr;
     void* rc = nullptr;
     std::string err;
-    CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect lane %d: %s", L, err.c_str());
+    CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect lane %d: %s", L,
+                err.c_str());
     const int sender = L < cfg.comms_10 ? 1 : 0;
     Lane ls, lr;
     ls.index = lr.index = L;

@@ -26,11 +26,11 @@ enum class TagMode {
 
 struct DriverConfig {
   uint64_t seed = 1;
-  int comms_10 = 2;      // connections from rank 1 to rank 0 (A, B in issue 15)
-  int comms_01 = 1;      // connections from rank 0 to rank 1 (C)
-  int window = 8;        // requests in flight per comm
-  int messages = 32;     // per comm per round: the fixed sizes, then random ones
-  int group_max = 1;     // receives are grouped 1..group_max at a time (n of irecv)
+  int comms_10 = 2;          // connections from rank 1 to rank 0 (A, B in issue 15)
+  int comms_01 = 1;          // connections from rank 0 to rank 1 (C)
+  int window = 8;            // requests in flight per comm
+  int messages = 32;         // per comm per round: the fixed sizes, then random ones
+  int group_max = 1;         // receives are grouped 1..group_max at a time (n of irecv)
   bool group_fixed = false;  // every group has exactly group_max buffers
   TagMode tags = TagMode::kRank;
   bool shuffle_sends = false;  // the sender sends a group's members in another tag order
@@ -38,10 +38,10 @@ struct DriverConfig {
   size_t max_random = 4u << 20;            // random sizes are 0..max_random
   bool optional_hint = false;  // *request = NCCL_NET_OPTIONAL_RECV_COMPLETION before irecv (n = 1)
   int rounds = 1;
-  bool rereg = false;          // deregister and register again between rounds
-  bool per_slot_reg = false;   // one registration per slot instead of one for the buffer
-  bool reg_thread = false;     // a second thread calls regMr/deregMr while data flows
-  int timeout_ms = 60000;      // without progress for this long: the run failed (state printed)
+  bool rereg = false;         // deregister and register again between rounds
+  bool per_slot_reg = false;  // one registration per slot instead of one for the buffer
+  bool reg_thread = false;    // a second thread calls regMr/deregMr while data flows
+  int timeout_ms = 60000;     // without progress for this long: the run failed (state printed)
 };
 
 // Describes a config in one line (printed with every failure, with the seed).

@@ -1,9 +1,9 @@
 // GPU memory on the mock EFA provider with the fake CUDA driver (tests/fakecuda): GPUDirect
 // detection, registration of "device" memory (host memory standing in), DMA-BUF, the flush and
 // the registration cache. The real thing runs in tests/gpu where a GPU exists.
-#include <catch2/catch.hpp>
 #include <dlfcn.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <cstring>
 #include <string>
@@ -46,7 +46,8 @@ int cuda_context(bool make_current) {
     return 1;
   }
   g_cuda.init = reinterpret_cast<cu::InitFn>(dlsym(g_cuda.lib, "cuInit"));
-  g_cuda.retain = reinterpret_cast<cu::DevicePrimaryCtxRetainFn>(dlsym(g_cuda.lib, "cuDevicePrimaryCtxRetain"));
+  g_cuda.retain =
+      reinterpret_cast<cu::DevicePrimaryCtxRetainFn>(dlsym(g_cuda.lib, "cuDevicePrimaryCtxRetain"));
   g_cuda.set_current = reinterpret_cast<cu::CtxSetCurrentFn>(dlsym(g_cuda.lib, "cuCtxSetCurrent"));
   g_cuda.alloc = reinterpret_cast<cu::MemAllocFn>(dlsym(g_cuda.lib, "cuMemAlloc_v2"));
   g_cuda.free = reinterpret_cast<cu::MemFreeFn>(dlsym(g_cuda.lib, "cuMemFree_v2"));
@@ -108,20 +109,34 @@ TEST_CASE("GPU memory: GPUDirect is offered only when every check passes", "[plu
   const uint32_t api = fi_version() < built ? fi_version() : built;
   const int api_dmabuf = api >= FI_VERSION(1, 20) ? kDmabuf : 0;
   const std::vector<Case> cases = {
-      {"mock EFA with P2P, at the API the library and headers give", {}, true,
+      {"mock EFA with P2P, at the API the library and headers give",
+       {},
+       true,
        kHost | kCuda | api_dmabuf},
-      {"... and FI_MR_DMABUF assumed", {{"NCCL_FABRIC_TEST_ASSUME_DMABUF", "1"}}, true,
+      {"... and FI_MR_DMABUF assumed",
+       {{"NCCL_FABRIC_TEST_ASSUME_DMABUF", "1"}},
+       true,
        kHost | kCuda | kDmabuf},
       {"... but the GPU exports no DMA-BUF",
-       {{"NCCL_FABRIC_TEST_ASSUME_DMABUF", "1"}, {"FAKECUDA_DMABUF", "0"}}, true, kHost | kCuda},
-      {"NCCL_FABRIC_DMABUF=off", {{"NCCL_FABRIC_TEST_ASSUME_DMABUF", "1"}, {"NCCL_FABRIC_DMABUF", "off"}},
-       true, kHost | kCuda},
-      {"provider refuses CUDA_API_PERMITTED=false (g5-like)", {{"MOCKEFA_GDR", "nop2p"}}, true, kHost},
+       {{"NCCL_FABRIC_TEST_ASSUME_DMABUF", "1"}, {"FAKECUDA_DMABUF", "0"}},
+       true,
+       kHost | kCuda},
+      {"NCCL_FABRIC_DMABUF=off",
+       {{"NCCL_FABRIC_TEST_ASSUME_DMABUF", "1"}, {"NCCL_FABRIC_DMABUF", "off"}},
+       true,
+       kHost | kCuda},
+      {"provider refuses CUDA_API_PERMITTED=false (g5-like)",
+       {{"MOCKEFA_GDR", "nop2p"}},
+       true,
+       kHost},
       {"provider without FI_HMEM", {{"MOCKEFA_GDR", "nocuda"}}, true, kHost},
       {"NCCL_FABRIC_GDR=off", {{"NCCL_FABRIC_GDR", "off"}}, true, kHost},
       {"no CUDA device", {{"FAKECUDA_DEVICES", "0"}}, false, kHost},
       {"no CUDA context current at init", {}, false, kHost},
-      {"no CUDA driver at all", {{"NCCL_FABRIC_CUDA_LIBRARY", "/nonexistent/libcuda.so.1"}}, false, kHost},
+      {"no CUDA driver at all",
+       {{"NCCL_FABRIC_CUDA_LIBRARY", "/nonexistent/libcuda.so.1"}},
+       false,
+       kHost},
   };
   for (const Case& c : cases) {
     SECTION(c.what) {
@@ -131,23 +146,28 @@ TEST_CASE("GPU memory: GPUDirect is offered only when every check passes", "[plu
       opt.before_init = [ctx] { return cuda_context(ctx); };
       const int want = c.want;
       std::string log;
-      CHECK(run_single(opt, [want](nfc::NetPlugin& p) {
-        const int got = ptr_support(p);
-        CHILD_CHECK(got == want, "ptrSupport 0x%x, expected 0x%x", got, want);
-        if (!(want & NCCL_PTR_CUDA)) {
-          // regMr of GPU memory is refused, clearly, where GPUDirect is off.
-          void* sc = nullptr;
-          void* rc = nullptr;
-          std::string err;
-          CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
-          std::vector<unsigned char> buf(4096);
-          void* mh = nullptr;
-          CHILD_CHECK(p.reg_mr(rc, buf.data(), buf.size(), NCCL_PTR_CUDA, &mh) != ncclSuccess,
-                      "regMr(CUDA) accepted without GPUDirect");
-          CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-        }
-        return 0;
-      }, &log));
+      CHECK(run_single(
+          opt,
+          [want](nfc::NetPlugin& p) {
+            const int got = ptr_support(p);
+            CHILD_CHECK(got == want, "ptrSupport 0x%x, expected 0x%x", got, want);
+            if (!(want & NCCL_PTR_CUDA)) {
+              // regMr of GPU memory is refused, clearly, where GPUDirect is off.
+              void* sc = nullptr;
+              void* rc = nullptr;
+              std::string err;
+              CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s",
+                          err.c_str());
+              std::vector<unsigned char> buf(4096);
+              void* mh = nullptr;
+              CHILD_CHECK(p.reg_mr(rc, buf.data(), buf.size(), NCCL_PTR_CUDA, &mh) != ncclSuccess,
+                          "regMr(CUDA) accepted without GPUDirect");
+              CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess,
+                          "close");
+            }
+            return 0;
+          },
+          &log));
       INFO(log);
     }
   }
@@ -156,7 +176,8 @@ TEST_CASE("GPU memory: GPUDirect is offered only when every check passes", "[plu
     opt.env.push_back({"NCCL_FABRIC_GDR", "require"});
     opt.env.push_back({"MOCKEFA_GDR", "nop2p"});
     std::string log;
-    CHECK_FALSE(run_single(opt, [](nfc::NetPlugin&) { return 0; }, &log));
+    CHECK_FALSE(run_single(
+        opt, [](nfc::NetPlugin&) { return 0; }, &log));
   }
 }
 
@@ -168,89 +189,99 @@ TEST_CASE("GPU memory: transfers between CUDA buffers, with the flush, on both p
       std::string log;
       PairOptions opt = gpu_mock(proto);
       opt.env.push_back({"MOCKEFA_WIRE_REORDER", "1"});
-      CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-        CHILD_CHECK(ptr_support(p) & NCCL_PTR_CUDA, "no NCCL_PTR_CUDA");
-        mockefa_api api;
-        void* sc = nullptr;
-        void* rc = nullptr;
-        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
-        const size_t kBuf = 1 << 20;
-        unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
-        unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
-        CHILD_CHECK(sbuf != nullptr && rbuf != nullptr, "cuMemAlloc");
-        void* smh = nullptr;
-        void* rmh = nullptr;
-        CHILD_CHECK(p.reg_mr(sc, sbuf, kBuf, NCCL_PTR_CUDA, &smh) == ncclSuccess, "regMr send");
-        CHILD_CHECK(p.reg_mr(rc, rbuf, kBuf, NCCL_PTR_CUDA, &rmh) == ncclSuccess, "regMr recv");
-        api.reset_counters();
-        // Small ones included: with GPUDirect nothing may take the eager (CPU copy) path.
-        const size_t sizes[] = {0, 8, 100, 4096, 8192, 70000, kBuf};
-        int msg = 0;
-        for (size_t size : sizes) {
-          fill(sbuf, size, 1, msg);
-          memset(rbuf, 0xee, kBuf);
-          void* data[1] = {rbuf};
-          size_t cap[1] = {kBuf};
-          int tag[1] = {3};
-          void* mhs[1] = {rmh};
-          void* rr = nullptr;
-          void* sr = nullptr;
-          CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv");
-          CHILD_CHECK(post_send(p, sc, sbuf, size, 3, smh, &sr) == 0, "isend %zu", size);
-          std::vector<void*> reqs = {rr, sr};
-          std::vector<int> got;
-          CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer of %zu bytes", size);
-          CHILD_CHECK(static_cast<size_t>(got[0]) == size, "received %d of %zu", got[0], size);
-          CHILD_CHECK(verify(rbuf, size, 1, msg) == SIZE_MAX, "content of %zu bytes", size);
-          // The flush NCCL asks for after a GPUDirect receive: a read through our endpoint.
-          mockefa_counters before;
-          api.get_counters(&before);
-          int fsizes[1] = {static_cast<int>(size)};
-          void* fr = nullptr;
-          CHILD_CHECK(p.iflush(rc, 1, data, fsizes, mhs, &fr) == ncclSuccess, "iflush");
-          if (size == 0) {
-            CHILD_CHECK(fr == nullptr, "a flush of nothing must not wait");
-          } else {
-            CHILD_CHECK(fr != nullptr, "no flush request for %zu bytes of GPU memory", size);
-            int sz[1] = {0};
-            CHILD_CHECK(wait_request(p, fr, nullptr) == 0, "flush completes");
-            (void)sz;
-            mockefa_counters after;
-            api.get_counters(&after);
-            CHILD_CHECK(after.tx_posted == before.tx_posted + 1, "the flush posted %llu ops",
-                        (unsigned long long)(after.tx_posted - before.tx_posted));
-          }
-          ++msg;
-        }
-        mockefa_counters c;
-        api.get_counters(&c);
-        CHILD_CHECK(c.violations_total == 0, "%llu violations", (unsigned long long)c.violations_total);
-        // What NCCL must not get: GPU registration of memory that is not GPU memory, or of
-        // managed memory.
-        std::vector<unsigned char> host(4096);
-        void* bad = nullptr;
-        CHILD_CHECK(p.reg_mr(rc, host.data(), host.size(), NCCL_PTR_CUDA, &bad) != ncclSuccess,
-                    "regMr(CUDA) of host memory accepted");
-        cu::DevicePtr managed = 0;
-        CHILD_CHECK(g_cuda.alloc_managed(&managed, 1 << 16, 1) == cu::kSuccess, "managed alloc");
-        CHILD_CHECK(p.reg_mr(rc, reinterpret_cast<void*>(managed), 1 << 16, NCCL_PTR_CUDA, &bad) != ncclSuccess,
-                    "regMr(CUDA) of managed memory accepted");
-        CHILD_CHECK(p.reg_mr(rc, rbuf + kBuf - 16, 4096, NCCL_PTR_CUDA, &bad) != ncclSuccess,
-                    "regMr past the end of the allocation accepted");
-        // A host buffer needs no flush; NCCL_FABRIC_FLUSH=0 is tested below.
-        void* hmh = nullptr;
-        CHILD_CHECK(p.reg_mr(rc, host.data(), host.size(), NCCL_PTR_HOST, &hmh) == ncclSuccess, "regMr host");
-        void* hdata[1] = {host.data()};
-        int hs[1] = {100};
-        void* hmhs[1] = {hmh};
-        void* fr = reinterpret_cast<void*>(0x1);
-        CHILD_CHECK(p.iflush(rc, 1, hdata, hs, hmhs, &fr) == ncclSuccess && fr == nullptr, "host flush");
-        CHILD_CHECK(p.dereg_mr(rc, hmh) == ncclSuccess, "deregMr host");
-        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
-        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-        dlclose(api.handle);
-        return 0;
-      }, &log));
+      CHECK(run_single(
+          opt,
+          [](nfc::NetPlugin& p) {
+            CHILD_CHECK(ptr_support(p) & NCCL_PTR_CUDA, "no NCCL_PTR_CUDA");
+            mockefa_api api;
+            void* sc = nullptr;
+            void* rc = nullptr;
+            CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+            const size_t kBuf = 1 << 20;
+            unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+            unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+            CHILD_CHECK(sbuf != nullptr && rbuf != nullptr, "cuMemAlloc");
+            void* smh = nullptr;
+            void* rmh = nullptr;
+            CHILD_CHECK(p.reg_mr(sc, sbuf, kBuf, NCCL_PTR_CUDA, &smh) == ncclSuccess, "regMr send");
+            CHILD_CHECK(p.reg_mr(rc, rbuf, kBuf, NCCL_PTR_CUDA, &rmh) == ncclSuccess, "regMr recv");
+            api.reset_counters();
+            // Small ones included: with GPUDirect nothing may take the eager (CPU copy) path.
+            const size_t sizes[] = {0, 8, 100, 4096, 8192, 70000, kBuf};
+            int msg = 0;
+            for (size_t size : sizes) {
+              fill(sbuf, size, 1, msg);
+              memset(rbuf, 0xee, kBuf);
+              void* data[1] = {rbuf};
+              size_t cap[1] = {kBuf};
+              int tag[1] = {3};
+              void* mhs[1] = {rmh};
+              void* rr = nullptr;
+              void* sr = nullptr;
+              CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv");
+              CHILD_CHECK(post_send(p, sc, sbuf, size, 3, smh, &sr) == 0, "isend %zu", size);
+              std::vector<void*> reqs = {rr, sr};
+              std::vector<int> got;
+              CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer of %zu bytes", size);
+              CHILD_CHECK(static_cast<size_t>(got[0]) == size, "received %d of %zu", got[0], size);
+              CHILD_CHECK(verify(rbuf, size, 1, msg) == SIZE_MAX, "content of %zu bytes", size);
+              // The flush NCCL asks for after a GPUDirect receive: a read through our endpoint.
+              mockefa_counters before;
+              api.get_counters(&before);
+              int fsizes[1] = {static_cast<int>(size)};
+              void* fr = nullptr;
+              CHILD_CHECK(p.iflush(rc, 1, data, fsizes, mhs, &fr) == ncclSuccess, "iflush");
+              if (size == 0) {
+                CHILD_CHECK(fr == nullptr, "a flush of nothing must not wait");
+              } else {
+                CHILD_CHECK(fr != nullptr, "no flush request for %zu bytes of GPU memory", size);
+                int sz[1] = {0};
+                CHILD_CHECK(wait_request(p, fr, nullptr) == 0, "flush completes");
+                (void)sz;
+                mockefa_counters after;
+                api.get_counters(&after);
+                CHILD_CHECK(after.tx_posted == before.tx_posted + 1, "the flush posted %llu ops",
+                            (unsigned long long)(after.tx_posted - before.tx_posted));
+              }
+              ++msg;
+            }
+            mockefa_counters c;
+            api.get_counters(&c);
+            CHILD_CHECK(c.violations_total == 0, "%llu violations",
+                        (unsigned long long)c.violations_total);
+            // What NCCL must not get: GPU registration of memory that is not GPU memory, or of
+            // managed memory.
+            std::vector<unsigned char> host(4096);
+            void* bad = nullptr;
+            CHILD_CHECK(p.reg_mr(rc, host.data(), host.size(), NCCL_PTR_CUDA, &bad) != ncclSuccess,
+                        "regMr(CUDA) of host memory accepted");
+            cu::DevicePtr managed = 0;
+            CHILD_CHECK(g_cuda.alloc_managed(&managed, 1 << 16, 1) == cu::kSuccess,
+                        "managed alloc");
+            CHILD_CHECK(p.reg_mr(rc, reinterpret_cast<void*>(managed), 1 << 16, NCCL_PTR_CUDA,
+                                 &bad) != ncclSuccess,
+                        "regMr(CUDA) of managed memory accepted");
+            CHILD_CHECK(p.reg_mr(rc, rbuf + kBuf - 16, 4096, NCCL_PTR_CUDA, &bad) != ncclSuccess,
+                        "regMr past the end of the allocation accepted");
+            // A host buffer needs no flush; NCCL_FABRIC_FLUSH=0 is tested below.
+            void* hmh = nullptr;
+            CHILD_CHECK(p.reg_mr(rc, host.data(), host.size(), NCCL_PTR_HOST, &hmh) == ncclSuccess,
+                        "regMr host");
+            void* hdata[1] = {host.data()};
+            int hs[1] = {100};
+            void* hmhs[1] = {hmh};
+            void* fr = reinterpret_cast<void*>(0x1);
+            CHILD_CHECK(p.iflush(rc, 1, hdata, hs, hmhs, &fr) == ncclSuccess && fr == nullptr,
+                        "host flush");
+            CHILD_CHECK(p.dereg_mr(rc, hmh) == ncclSuccess, "deregMr host");
+            CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                        "deregMr");
+            CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess,
+                        "close");
+            dlclose(api.handle);
+            return 0;
+          },
+          &log));
       INFO(log);
     }
   }
@@ -261,23 +292,28 @@ TEST_CASE("GPU memory: NCCL_FABRIC_FLUSH=0 answers iflush at once", "[plugin][gp
   PairOptions opt = gpu_mock();
   opt.env.push_back({"NCCL_FABRIC_FLUSH", "0"});
   std::string log;
-  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-    void* sc = nullptr;
-    void* rc = nullptr;
-    std::string err;
-    CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
-    void* buf = cuda_alloc(1 << 16);
-    void* mh = nullptr;
-    CHILD_CHECK(p.reg_mr(rc, buf, 1 << 16, NCCL_PTR_CUDA, &mh) == ncclSuccess, "regMr");
-    void* data[1] = {buf};
-    int sizes[1] = {1000};
-    void* mhs[1] = {mh};
-    void* fr = reinterpret_cast<void*>(0x1);
-    CHILD_CHECK(p.iflush(rc, 1, data, sizes, mhs, &fr) == ncclSuccess && fr == nullptr, "flush");
-    CHILD_CHECK(p.dereg_mr(rc, mh) == ncclSuccess, "deregMr");
-    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-    return 0;
-  }, &log));
+  CHECK(run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        void* sc = nullptr;
+        void* rc = nullptr;
+        std::string err;
+        CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s",
+                    err.c_str());
+        void* buf = cuda_alloc(1 << 16);
+        void* mh = nullptr;
+        CHILD_CHECK(p.reg_mr(rc, buf, 1 << 16, NCCL_PTR_CUDA, &mh) == ncclSuccess, "regMr");
+        void* data[1] = {buf};
+        int sizes[1] = {1000};
+        void* mhs[1] = {mh};
+        void* fr = reinterpret_cast<void*>(0x1);
+        CHILD_CHECK(p.iflush(rc, 1, data, sizes, mhs, &fr) == ncclSuccess && fr == nullptr,
+                    "flush");
+        CHILD_CHECK(p.dereg_mr(rc, mh) == ncclSuccess, "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        return 0;
+      },
+      &log));
   INFO(log);
 }
 
@@ -287,50 +323,57 @@ TEST_CASE("GPU memory: DMA-BUF registration (the fd closed right after, as NCCL 
   PairOptions opt = gpu_mock();
   opt.env.push_back({"NCCL_FABRIC_TEST_ASSUME_DMABUF", "1"});
   std::string log;
-  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-    CHILD_CHECK(ptr_support(p) & NCCL_PTR_DMABUF, "no NCCL_PTR_DMABUF");
-    mockefa_api api;
-    void* sc = nullptr;
-    void* rc = nullptr;
-    CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
-    const size_t kBuf = 1 << 20;
-    unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
-    unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
-    void* mh[2] = {nullptr, nullptr};
-    unsigned char* bufs[2] = {sbuf, rbuf};
-    void* comms[2] = {sc, rc};
-    for (int i = 0; i < 2; ++i) {
-      int fd = -1;
-      CHILD_CHECK(g_cuda.dmabuf(&fd, reinterpret_cast<cu::DevicePtr>(bufs[i]), kBuf,
-                                cu::kMemRangeHandleTypeDmaBufFd, 0) == cu::kSuccess, "dmabuf fd");
-      CHILD_CHECK(p.reg_mr_dmabuf(comms[i], bufs[i], kBuf, NCCL_PTR_CUDA, 0, fd, &mh[i]) == ncclSuccess,
-                  "regMrDmaBuf");
-      close(fd);
-    }
-    void* bad = nullptr;
-    CHILD_CHECK(p.reg_mr_dmabuf(rc, rbuf, kBuf, NCCL_PTR_CUDA, 0, -1, &bad) != ncclSuccess,
-                "a negative fd accepted");
-    fill(sbuf, kBuf, 2, 7);
-    void* data[1] = {rbuf};
-    size_t cap[1] = {kBuf};
-    int tag[1] = {1};
-    void* mhs[1] = {mh[1]};
-    void* rr = nullptr;
-    void* sr = nullptr;
-    CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv");
-    CHILD_CHECK(post_send(p, sc, sbuf, kBuf, 1, mh[0], &sr) == 0, "isend");
-    std::vector<void*> reqs = {rr, sr};
-    std::vector<int> got;
-    CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer");
-    CHILD_CHECK(verify(rbuf, kBuf, 2, 7) == SIZE_MAX, "content");
-    mockefa_counters c;
-    api.get_counters(&c);
-    CHILD_CHECK(c.violations_total == 0, "%llu violations", (unsigned long long)c.violations_total);
-    CHILD_CHECK(p.dereg_mr(sc, mh[0]) == ncclSuccess && p.dereg_mr(rc, mh[1]) == ncclSuccess, "deregMr");
-    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-    dlclose(api.handle);
-    return 0;
-  }, &log));
+  CHECK(run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        CHILD_CHECK(ptr_support(p) & NCCL_PTR_DMABUF, "no NCCL_PTR_DMABUF");
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+        const size_t kBuf = 1 << 20;
+        unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+        unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+        void* mh[2] = {nullptr, nullptr};
+        unsigned char* bufs[2] = {sbuf, rbuf};
+        void* comms[2] = {sc, rc};
+        for (int i = 0; i < 2; ++i) {
+          int fd = -1;
+          CHILD_CHECK(g_cuda.dmabuf(&fd, reinterpret_cast<cu::DevicePtr>(bufs[i]), kBuf,
+                                    cu::kMemRangeHandleTypeDmaBufFd, 0) == cu::kSuccess,
+                      "dmabuf fd");
+          CHILD_CHECK(
+              p.reg_mr_dmabuf(comms[i], bufs[i], kBuf, NCCL_PTR_CUDA, 0, fd, &mh[i]) == ncclSuccess,
+              "regMrDmaBuf");
+          close(fd);
+        }
+        void* bad = nullptr;
+        CHILD_CHECK(p.reg_mr_dmabuf(rc, rbuf, kBuf, NCCL_PTR_CUDA, 0, -1, &bad) != ncclSuccess,
+                    "a negative fd accepted");
+        fill(sbuf, kBuf, 2, 7);
+        void* data[1] = {rbuf};
+        size_t cap[1] = {kBuf};
+        int tag[1] = {1};
+        void* mhs[1] = {mh[1]};
+        void* rr = nullptr;
+        void* sr = nullptr;
+        CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv");
+        CHILD_CHECK(post_send(p, sc, sbuf, kBuf, 1, mh[0], &sr) == 0, "isend");
+        std::vector<void*> reqs = {rr, sr};
+        std::vector<int> got;
+        CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer");
+        CHILD_CHECK(verify(rbuf, kBuf, 2, 7) == SIZE_MAX, "content");
+        mockefa_counters c;
+        api.get_counters(&c);
+        CHILD_CHECK(c.violations_total == 0, "%llu violations",
+                    (unsigned long long)c.violations_total);
+        CHILD_CHECK(p.dereg_mr(sc, mh[0]) == ncclSuccess && p.dereg_mr(rc, mh[1]) == ncclSuccess,
+                    "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      },
+      &log));
   INFO(log);
 }
 
@@ -340,100 +383,114 @@ TEST_CASE("GPU memory: the registration cache shares, keeps idle GPU entries, no
   std::string log;
   PairOptions opt = gpu_mock();
   opt.env.push_back({"NCCL_FABRIC_MR_CACHE_ENTRIES", "3"});
-  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-    mockefa_api api;
-    void* sc = nullptr;
-    void* rc = nullptr;
-    CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
-    const size_t kBuf = 1 << 20;
-    void* a = cuda_alloc(kBuf);
-    CHILD_CHECK(a != nullptr, "alloc");
-    const uint64_t base = open_mrs(api);
-    mockefa_counters c0;
-    api.get_counters(&c0);
-    // The same range twice, and a piece of it: one registration.
-    void* m1 = nullptr;
-    void* m2 = nullptr;
-    void* m3 = nullptr;
-    CHILD_CHECK(p.reg_mr(rc, a, kBuf, NCCL_PTR_CUDA, &m1) == ncclSuccess, "regMr 1");
-    CHILD_CHECK(p.reg_mr(rc, a, kBuf, NCCL_PTR_CUDA, &m2) == ncclSuccess, "regMr 2");
-    CHILD_CHECK(p.reg_mr(rc, static_cast<char*>(a) + 4096, 8192, NCCL_PTR_CUDA, &m3) == ncclSuccess, "regMr 3");
-    CHILD_CHECK(open_mrs(api) == base + 1, "%llu registrations for one range",
-                (unsigned long long)(open_mrs(api) - base));
-    CHILD_CHECK(m1 != m2, "handles are distinct");
-    CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess && p.dereg_mr(rc, m2) == ncclSuccess &&
-                p.dereg_mr(rc, m3) == ncclSuccess, "deregMr");
-    // Idle GPU registrations stay for reuse ...
-    CHILD_CHECK(open_mrs(api) == base + 1, "idle GPU entry closed");
-    CHILD_CHECK(p.reg_mr(rc, a, kBuf, NCCL_PTR_CUDA, &m1) == ncclSuccess, "regMr again");
-    CHILD_CHECK(open_mrs(api) == base + 1, "no reuse of the idle entry");
-    CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess, "deregMr");
-    // ... until the memory is freed and the address comes back as another allocation.
-    CHILD_CHECK(g_cuda.free(reinterpret_cast<cu::DevicePtr>(a)) == cu::kSuccess, "free");
-    void* b = cuda_alloc(kBuf);
-    CHILD_CHECK(b == a, "the fake driver gave another address (%p, %p)", a, b);
-    mockefa_counters c1;
-    api.get_counters(&c1);
-    CHILD_CHECK(p.reg_mr(rc, b, kBuf, NCCL_PTR_CUDA, &m1) == ncclSuccess, "regMr new allocation");
-    mockefa_counters c2;
-    api.get_counters(&c2);
-    CHILD_CHECK(c2.mr_registrations == c1.mr_registrations + 1,
-                "the stale registration was reused for a new allocation");
-    CHILD_CHECK(open_mrs(api) == base + 1, "the stale entry was not closed");
-    CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess, "deregMr");
-    // Bounded: 5 idle GPU entries with a limit of 3 leave 3.
-    std::vector<void*> more;
-    for (int i = 0; i < 5; ++i) {
-      void* x = cuda_alloc(1 << 16);
-      void* mh = nullptr;
-      CHILD_CHECK(p.reg_mr(rc, x, 1 << 16, NCCL_PTR_CUDA, &mh) == ncclSuccess, "regMr %d", i);
-      more.push_back(mh);
-    }
-    for (void* mh : more) CHILD_CHECK(p.dereg_mr(rc, mh) == ncclSuccess, "deregMr");
-    CHILD_CHECK(open_mrs(api) <= base + 3, "%llu idle entries kept with a limit of 3",
-                (unsigned long long)(open_mrs(api) - base));
-    // Host memory is shared while held, and closed with its last user (idle GPU entries may
-    // make room for it).
-    std::vector<unsigned char> host(1 << 16);
-    mockefa_counters h0;
-    api.get_counters(&h0);
-    CHILD_CHECK(p.reg_mr(rc, host.data(), host.size(), NCCL_PTR_HOST, &m1) == ncclSuccess, "host 1");
-    CHILD_CHECK(p.reg_mr(rc, host.data(), host.size(), NCCL_PTR_HOST, &m2) == ncclSuccess, "host 2");
-    mockefa_counters h1;
-    api.get_counters(&h1);
-    CHILD_CHECK(h1.mr_registrations == h0.mr_registrations + 1, "host range: %llu registrations",
-                (unsigned long long)(h1.mr_registrations - h0.mr_registrations));
-    CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess, "deregMr");
-    CHILD_CHECK(open_mrs(api) == h1.open_mrs, "host entry closed while still held");
-    CHILD_CHECK(p.dereg_mr(rc, m2) == ncclSuccess, "deregMr");
-    CHILD_CHECK(open_mrs(api) == h1.open_mrs - 1, "idle host entry kept");
-    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-    dlclose(api.handle);
-    return 0;
-  }, &log));
+  CHECK(run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+        const size_t kBuf = 1 << 20;
+        void* a = cuda_alloc(kBuf);
+        CHILD_CHECK(a != nullptr, "alloc");
+        const uint64_t base = open_mrs(api);
+        mockefa_counters c0;
+        api.get_counters(&c0);
+        // The same range twice, and a piece of it: one registration.
+        void* m1 = nullptr;
+        void* m2 = nullptr;
+        void* m3 = nullptr;
+        CHILD_CHECK(p.reg_mr(rc, a, kBuf, NCCL_PTR_CUDA, &m1) == ncclSuccess, "regMr 1");
+        CHILD_CHECK(p.reg_mr(rc, a, kBuf, NCCL_PTR_CUDA, &m2) == ncclSuccess, "regMr 2");
+        CHILD_CHECK(
+            p.reg_mr(rc, static_cast<char*>(a) + 4096, 8192, NCCL_PTR_CUDA, &m3) == ncclSuccess,
+            "regMr 3");
+        CHILD_CHECK(open_mrs(api) == base + 1, "%llu registrations for one range",
+                    (unsigned long long)(open_mrs(api) - base));
+        CHILD_CHECK(m1 != m2, "handles are distinct");
+        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess && p.dereg_mr(rc, m2) == ncclSuccess &&
+                        p.dereg_mr(rc, m3) == ncclSuccess,
+                    "deregMr");
+        // Idle GPU registrations stay for reuse ...
+        CHILD_CHECK(open_mrs(api) == base + 1, "idle GPU entry closed");
+        CHILD_CHECK(p.reg_mr(rc, a, kBuf, NCCL_PTR_CUDA, &m1) == ncclSuccess, "regMr again");
+        CHILD_CHECK(open_mrs(api) == base + 1, "no reuse of the idle entry");
+        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess, "deregMr");
+        // ... until the memory is freed and the address comes back as another allocation.
+        CHILD_CHECK(g_cuda.free(reinterpret_cast<cu::DevicePtr>(a)) == cu::kSuccess, "free");
+        void* b = cuda_alloc(kBuf);
+        CHILD_CHECK(b == a, "the fake driver gave another address (%p, %p)", a, b);
+        mockefa_counters c1;
+        api.get_counters(&c1);
+        CHILD_CHECK(p.reg_mr(rc, b, kBuf, NCCL_PTR_CUDA, &m1) == ncclSuccess,
+                    "regMr new allocation");
+        mockefa_counters c2;
+        api.get_counters(&c2);
+        CHILD_CHECK(c2.mr_registrations == c1.mr_registrations + 1,
+                    "the stale registration was reused for a new allocation");
+        CHILD_CHECK(open_mrs(api) == base + 1, "the stale entry was not closed");
+        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess, "deregMr");
+        // Bounded: 5 idle GPU entries with a limit of 3 leave 3.
+        std::vector<void*> more;
+        for (int i = 0; i < 5; ++i) {
+          void* x = cuda_alloc(1 << 16);
+          void* mh = nullptr;
+          CHILD_CHECK(p.reg_mr(rc, x, 1 << 16, NCCL_PTR_CUDA, &mh) == ncclSuccess, "regMr %d", i);
+          more.push_back(mh);
+        }
+        for (void* mh : more) CHILD_CHECK(p.dereg_mr(rc, mh) == ncclSuccess, "deregMr");
+        CHILD_CHECK(open_mrs(api) <= base + 3, "%llu idle entries kept with a limit of 3",
+                    (unsigned long long)(open_mrs(api) - base));
+        // Host memory is shared while held, and closed with its last user (idle GPU entries may
+        // make room for it).
+        std::vector<unsigned char> host(1 << 16);
+        mockefa_counters h0;
+        api.get_counters(&h0);
+        CHILD_CHECK(p.reg_mr(rc, host.data(), host.size(), NCCL_PTR_HOST, &m1) == ncclSuccess,
+                    "host 1");
+        CHILD_CHECK(p.reg_mr(rc, host.data(), host.size(), NCCL_PTR_HOST, &m2) == ncclSuccess,
+                    "host 2");
+        mockefa_counters h1;
+        api.get_counters(&h1);
+        CHILD_CHECK(h1.mr_registrations == h0.mr_registrations + 1,
+                    "host range: %llu registrations",
+                    (unsigned long long)(h1.mr_registrations - h0.mr_registrations));
+        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess, "deregMr");
+        CHILD_CHECK(open_mrs(api) == h1.open_mrs, "host entry closed while still held");
+        CHILD_CHECK(p.dereg_mr(rc, m2) == ncclSuccess, "deregMr");
+        CHILD_CHECK(open_mrs(api) == h1.open_mrs - 1, "idle host entry kept");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      },
+      &log));
   INFO(log);
   SECTION("NCCL_FABRIC_MR_CACHE_ENTRIES=0 registers every regMr on its own") {
     PairOptions o = gpu_mock();
     o.env.push_back({"NCCL_FABRIC_MR_CACHE_ENTRIES", "0"});
     std::string l;
-    CHECK(run_single(o, [](nfc::NetPlugin& p) {
-      mockefa_api api;
-      void* sc = nullptr;
-      void* rc = nullptr;
-      CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
-      void* a = cuda_alloc(1 << 16);
-      const uint64_t base = open_mrs(api);
-      void* m1 = nullptr;
-      void* m2 = nullptr;
-      CHILD_CHECK(p.reg_mr(rc, a, 1 << 16, NCCL_PTR_CUDA, &m1) == ncclSuccess, "regMr 1");
-      CHILD_CHECK(p.reg_mr(rc, a, 1 << 16, NCCL_PTR_CUDA, &m2) == ncclSuccess, "regMr 2");
-      CHILD_CHECK(open_mrs(api) == base + 2, "shared although the cache is off");
-      CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess && p.dereg_mr(rc, m2) == ncclSuccess, "deregMr");
-      CHILD_CHECK(open_mrs(api) == base, "kept although the cache is off");
-      CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-      dlclose(api.handle);
-      return 0;
-    }, &l));
+    CHECK(run_single(
+        o,
+        [](nfc::NetPlugin& p) {
+          mockefa_api api;
+          void* sc = nullptr;
+          void* rc = nullptr;
+          CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+          void* a = cuda_alloc(1 << 16);
+          const uint64_t base = open_mrs(api);
+          void* m1 = nullptr;
+          void* m2 = nullptr;
+          CHILD_CHECK(p.reg_mr(rc, a, 1 << 16, NCCL_PTR_CUDA, &m1) == ncclSuccess, "regMr 1");
+          CHILD_CHECK(p.reg_mr(rc, a, 1 << 16, NCCL_PTR_CUDA, &m2) == ncclSuccess, "regMr 2");
+          CHILD_CHECK(open_mrs(api) == base + 2, "shared although the cache is off");
+          CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess && p.dereg_mr(rc, m2) == ncclSuccess,
+                      "deregMr");
+          CHILD_CHECK(open_mrs(api) == base, "kept although the cache is off");
+          CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+          dlclose(api.handle);
+          return 0;
+        },
+        &l));
     INFO(l);
   }
 }

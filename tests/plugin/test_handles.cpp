@@ -57,11 +57,28 @@ int bad_handles_body(nfc::NetPlugin& p) {
   const std::vector<Case> cases = {
       {"zeroed", [](unsigned char* h) { memset(h, 0, NCCL_NET_HANDLE_MAXSIZE); }},
       {"one bit flipped", [](unsigned char* h) { h[40] ^= 0x04; }},
-      {"truncated to 64 bytes", [](unsigned char* h) { memset(h + 64, 0, NCCL_NET_HANDLE_MAXSIZE - 64); }},
-      {"unknown wire version", [](unsigned char* h) { h[4] = 99; reseal(h); }},
-      {"address length too big", [](unsigned char* h) { h[6] = 200; reseal(h); }},
-      {"another provider", [](unsigned char* h) { h[16] ^= 0xff; reseal(h); }},
-      {"random bytes", [](unsigned char* h) { for (int i = 0; i < NCCL_NET_HANDLE_MAXSIZE; ++i) h[i] = static_cast<unsigned char>(i * 37 + 11); }},
+      {"truncated to 64 bytes",
+       [](unsigned char* h) { memset(h + 64, 0, NCCL_NET_HANDLE_MAXSIZE - 64); }},
+      {"unknown wire version",
+       [](unsigned char* h) {
+         h[4] = 99;
+         reseal(h);
+       }},
+      {"address length too big",
+       [](unsigned char* h) {
+         h[6] = 200;
+         reseal(h);
+       }},
+      {"another provider",
+       [](unsigned char* h) {
+         h[16] ^= 0xff;
+         reseal(h);
+       }},
+      {"random bytes",
+       [](unsigned char* h) {
+         for (int i = 0; i < NCCL_NET_HANDLE_MAXSIZE; ++i)
+           h[i] = static_cast<unsigned char>(i * 37 + 11);
+       }},
   };
   for (const Case& c : cases) {
     unsigned char h[NCCL_NET_HANDLE_MAXSIZE];
@@ -79,7 +96,8 @@ int bad_handles_body(nfc::NetPlugin& p) {
   const auto t0 = std::chrono::steady_clock::now();
   int r = drive_connect(p, lc, forged, 20000);
   CHILD_CHECK(r == 1, "forged token: connect gave %d, expected a refusal", r);
-  CHILD_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10), "refusal took too long");
+  CHILD_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10),
+              "refusal took too long");
   // The listener is still usable by the rightful peer after refusing the impostor.
   void* sc = nullptr;
   void* rc = nullptr;
@@ -102,15 +120,23 @@ int misuse_body(nfc::NetPlugin& p) {
   CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "%s", err.c_str());
   char buf[256];
   void* mh = nullptr;
-  CHILD_CHECK(p.reg_mr(sc, buf, sizeof(buf), NCCL_PTR_CUDA, &mh) != ncclSuccess, "CUDA regMr must fail in a host-only build");
-  CHILD_CHECK(p.reg_mr(sc, buf, sizeof(buf), NCCL_PTR_HOST, &mh) == ncclSuccess && mh, "host regMr");
+  CHILD_CHECK(p.reg_mr(sc, buf, sizeof(buf), NCCL_PTR_CUDA, &mh) != ncclSuccess,
+              "CUDA regMr must fail in a host-only build");
+  CHILD_CHECK(p.reg_mr(sc, buf, sizeof(buf), NCCL_PTR_HOST, &mh) == ncclSuccess && mh,
+              "host regMr");
   void* req = reinterpret_cast<void*>(0x1);
   void* data[9];
   size_t sizes[9];
   int tags[9];
   void* mhs[9];
-  for (int i = 0; i < 9; ++i) { data[i] = buf; sizes[i] = 1; tags[i] = i; mhs[i] = mh; }
-  CHILD_CHECK(p.irecv(rc, 0, data, sizes, tags, mhs, &req) != ncclSuccess && req == nullptr, "irecv n=0");
+  for (int i = 0; i < 9; ++i) {
+    data[i] = buf;
+    sizes[i] = 1;
+    tags[i] = i;
+    mhs[i] = mh;
+  }
+  CHILD_CHECK(p.irecv(rc, 0, data, sizes, tags, mhs, &req) != ncclSuccess && req == nullptr,
+              "irecv n=0");
   CHILD_CHECK(p.irecv(rc, 9, data, sizes, tags, mhs, &req) != ncclSuccess, "irecv n=9");
   CHILD_CHECK(p.isend(rc, buf, 1, 0, mh, &req) != ncclSuccess, "isend on a recv comm");
   CHILD_CHECK(p.irecv(sc, 1, data, sizes, tags, mhs, &req) != ncclSuccess, "irecv on a send comm");
@@ -155,7 +181,8 @@ int oversize_body(Side& s) {
     int got[64] = {0};
     int r = wait_request(p, req, got);
     CHILD_CHECK(r != 0 && r != -1, "a 4096-byte message into a 100-byte receive gave %d", r);
-    for (size_t i = 100; i < buf.size(); ++i) CHILD_CHECK(buf[i] == 0, "byte %zu written past the receive", i);
+    for (size_t i = 100; i < buf.size(); ++i)
+      CHILD_CHECK(buf[i] == 0, "byte %zu written past the receive", i);
   }
   return 0;
 }
@@ -165,7 +192,8 @@ int close_in_flight_body(Side& s) {
   nfc::NetPlugin& p = s.plugin;
   std::vector<unsigned char> buf(1 << 20);
   void* mh = nullptr;
-  CHILD_CHECK(p.reg_mr(s.recv_comms[0], buf.data(), buf.size(), NCCL_PTR_HOST, &mh) == ncclSuccess, "regMr");
+  CHILD_CHECK(p.reg_mr(s.recv_comms[0], buf.data(), buf.size(), NCCL_PTR_HOST, &mh) == ncclSuccess,
+              "regMr");
   for (int i = 0; i < 8; ++i) {
     void* data[1] = {buf.data() + i * 4096};
     size_t cap[1] = {4096};
@@ -182,7 +210,8 @@ int close_in_flight_body(Side& s) {
   // frees them at finalize. The buffer outlives everything, as NCCL's does.
   static std::vector<unsigned char> big(4 << 20);
   void* smh = nullptr;
-  CHILD_CHECK(p.reg_mr(s.send_comms[0], big.data(), big.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+  CHILD_CHECK(p.reg_mr(s.send_comms[0], big.data(), big.size(), NCCL_PTR_HOST, &smh) == ncclSuccess,
+              "regMr");
   void* sreq = nullptr;
   // SENDRECV posts it at once; RDMA holds it (NULL request) until the receiver's clear-to-send.
   CHILD_CHECK(p.isend(s.send_comms[0], big.data(), big.size(), 2000, smh, &sreq) == ncclSuccess,
@@ -196,7 +225,8 @@ int close_in_flight_body(Side& s) {
 
 }  // namespace
 
-TEST_CASE("malformed, truncated and forged handles are refused without a crash or a hang", "[plugin][handles]") {
+TEST_CASE("malformed, truncated and forged handles are refused without a crash or a hang",
+          "[plugin][handles]") {
   PairOptions tcp;
   tcp.provider = "tcp;ofi_rxm";
   for (const PairOptions& opt : {tcp, mock_options()}) {
@@ -221,7 +251,8 @@ TEST_CASE("misuse of comms and requests is an error, not a crash", "[plugin][han
   }
 }
 
-TEST_CASE("a message larger than its receive buffer is an error at the receiver", "[plugin][handles]") {
+TEST_CASE("a message larger than its receive buffer is an error at the receiver",
+          "[plugin][handles]") {
   // SENDRECV hands the size check to the provider, and shm has none that works: libfabric 2.1's
   // crashes in fi_trecv when the larger message arrived first, 1.x's hangs at CMA sizes. The
   // plugin WARNs at init (test_plugin.cpp checks it); the RDMA protocol's own check runs here.

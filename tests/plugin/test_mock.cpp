@@ -63,15 +63,24 @@ int window_workload(Pair& x, bool errors_expected, int* errors_seen) {
   std::vector<unsigned char> sbuf(total * kSize), rbuf(total * kSize, 0);
   void* smh = nullptr;
   void* rmh = nullptr;
-  CHILD_CHECK(x.p.reg_mr(x.sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-  CHILD_CHECK(x.p.reg_mr(x.rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
-  auto at = [&](std::vector<unsigned char>& b, int k) { return b.data() + static_cast<size_t>(k) * kSize; };
+  CHILD_CHECK(x.p.reg_mr(x.sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess,
+              "regMr");
+  CHILD_CHECK(x.p.reg_mr(x.rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess,
+              "regMr");
+  auto at = [&](std::vector<unsigned char>& b, int k) {
+    return b.data() + static_cast<size_t>(k) * kSize;
+  };
   std::vector<void*> reqs;
   void* data[8];
   size_t caps[8];
   int tags[8];
   void* mhs[8];
-  for (int i = 0; i < kGroup; ++i) { data[i] = at(rbuf, i); caps[i] = kSize; tags[i] = 50 + i; mhs[i] = rmh; }
+  for (int i = 0; i < kGroup; ++i) {
+    data[i] = at(rbuf, i);
+    caps[i] = kSize;
+    tags[i] = 50 + i;
+    mhs[i] = rmh;
+  }
   void* r = nullptr;
   CHILD_CHECK(post_recv(x.p, x.rc, kGroup, data, caps, tags, mhs, &r) == 0, "grouped irecv");
   reqs.push_back(r);
@@ -86,7 +95,9 @@ int window_workload(Pair& x, bool errors_expected, int* errors_seen) {
   const size_t nrecv = reqs.size();
   for (int i = kGroup - 1; i >= 0; --i) {
     fill(at(sbuf, i), kSize - i, 0, i);
-    CHILD_CHECK(post_send(x.p, x.sc, at(sbuf, i), kSize - i, 50 + i, smh, &r) == 0 || errors_expected, "isend group %d", i);
+    CHILD_CHECK(
+        post_send(x.p, x.sc, at(sbuf, i), kSize - i, 50 + i, smh, &r) == 0 || errors_expected,
+        "isend group %d", i);
     if (r) reqs.push_back(r);
   }
   for (int w = 0; w < kWindow; ++w) {
@@ -107,14 +118,16 @@ int window_workload(Pair& x, bool errors_expected, int* errors_seen) {
     int send_errors = settle(x.p, sends, &ssz, &sfail);
     std::vector<void*> recvs(reqs.begin(), reqs.begin() + static_cast<long>(nrecv));
     int recv_errors = settle(x.p, recvs, &got, &failed);
-    CHILD_CHECK(send_errors >= 0 && recv_errors >= 0, "requests still pending after %d s", kTimeoutMs / 1000);
+    CHILD_CHECK(send_errors >= 0 && recv_errors >= 0, "requests still pending after %d s",
+                kTimeoutMs / 1000);
     errors = send_errors + recv_errors;
   } else {
     errors = settle(x.p, reqs, &got, &failed);
     CHILD_CHECK(errors >= 0, "requests did not settle in time");
   }
   *errors_seen = errors;
-  if (!errors_expected) CHILD_CHECK(errors == 0, "%d requests failed with no fault injected", errors);
+  if (!errors_expected)
+    CHILD_CHECK(errors == 0, "%d requests failed with no fault injected", errors);
   // What completed without error is right: for the group, sizes are checked through the content.
   if (!failed[0] && got[0] >= 0) {
     for (int i = 0; i < kGroup; ++i)
@@ -131,7 +144,8 @@ int window_workload(Pair& x, bool errors_expected, int* errors_seen) {
     const int m = errors_expected ? static_cast<int>(kSize) - got[k] : w;
     CHILD_CHECK(static_cast<size_t>(got[k]) == kSize - m && m > last && m >= 0 && m < kWindow,
                 "receive %d: %d bytes", w, got[k]);
-    CHILD_CHECK(verify(at(rbuf, kGroup + w), kSize - m, 0, kGroup + m) == SIZE_MAX, "receive %d content", w);
+    CHILD_CHECK(verify(at(rbuf, kGroup + w), kSize - m, 0, kGroup + m) == SIZE_MAX,
+                "receive %d content", w);
     last = m;
   }
   CHILD_CHECK(x.p.dereg_mr(x.sc, smh) == ncclSuccess, "deregMr");
@@ -153,8 +167,10 @@ int more_workload(nfc::NetPlugin& p, mockefa_api& api) {
   void* smh[kComms];
   void* rmh[kComms];
   for (int i = 0; i < kComms; ++i) {
-    CHILD_CHECK(p.reg_mr(sc[i], sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh[i]) == ncclSuccess, "regMr");
-    CHILD_CHECK(p.reg_mr(rc[i], rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh[i]) == ncclSuccess, "regMr");
+    CHILD_CHECK(p.reg_mr(sc[i], sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh[i]) == ncclSuccess,
+                "regMr");
+    CHILD_CHECK(p.reg_mr(rc[i], rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh[i]) == ncclSuccess,
+                "regMr");
   }
   for (int round = 0; round < 4; ++round) {
     std::vector<void*> reqs;
@@ -176,7 +192,8 @@ int more_workload(nfc::NetPlugin& p, mockefa_api& api) {
     std::vector<int> got;
     CHILD_CHECK(wait_all(p, reqs, &got) == 0, "round %d", round);
     for (int i = 0; i < kComms; ++i)
-      CHILD_CHECK(verify(rbuf.data() + i * kSize, kSize, i, round) == SIZE_MAX, "comm %d round %d", i, round);
+      CHILD_CHECK(verify(rbuf.data() + i * kSize, kSize, i, round) == SIZE_MAX, "comm %d round %d",
+                  i, round);
   }
   // Truncation: 4096 bytes into a 100-byte receive fails at the receiver, nothing past it written.
   memset(rbuf.data(), 0, rbuf.size());
@@ -218,7 +235,8 @@ int more_workload(nfc::NetPlugin& p, mockefa_api& api) {
   // The context's shared endpoint stays open until finalize, with its two probe buffers
   // (liveness.h); every other registration is gone.
   CHILD_CHECK(c.open_eps <= 1 && c.open_mrs <= 2, "left open: %llu endpoints, %llu registrations",
-              static_cast<unsigned long long>(c.open_eps), static_cast<unsigned long long>(c.open_mrs));
+              static_cast<unsigned long long>(c.open_eps),
+              static_cast<unsigned long long>(c.open_mrs));
   return 0;
 }
 
@@ -276,10 +294,13 @@ int run_scenario(const Scenario& sc, nfc::NetPlugin& p) {
     CHILD_CHECK(c.violations_total == 0, "the plugin broke an EFA rule %llu times; last: %s",
                 static_cast<unsigned long long>(c.violations_total), last);
   }
-  fprintf(stderr, "[%s] ops %llu, completions %llu, error completions %llu, faults %llu, EAGAIN %llu, "
-          "errors seen by test() %d, violations %llu\n", sc.name,
-          static_cast<unsigned long long>(c.ops_posted), static_cast<unsigned long long>(c.completions),
-          static_cast<unsigned long long>(c.error_completions), static_cast<unsigned long long>(c.faults_total),
+  fprintf(stderr,
+          "[%s] ops %llu, completions %llu, error completions %llu, faults %llu, EAGAIN %llu, "
+          "errors seen by test() %d, violations %llu\n",
+          sc.name, static_cast<unsigned long long>(c.ops_posted),
+          static_cast<unsigned long long>(c.completions),
+          static_cast<unsigned long long>(c.error_completions),
+          static_cast<unsigned long long>(c.faults_total),
           static_cast<unsigned long long>(c.eagain_returned), errors,
           static_cast<unsigned long long>(c.violations_total));
   CHILD_CHECK(p.close_send(x.sc) == ncclSuccess, "closeSend");
@@ -295,7 +316,8 @@ void check_scenario(const Scenario& sc) {
   opt.env.push_back({"FI_PROVIDER", "mockefa"});
   std::string log;
   INFO("scenario " << sc.name);
-  CHECK(run_single(opt, [&](nfc::NetPlugin& p) { return run_scenario(sc, p); }, &log));
+  CHECK(run_single(
+      opt, [&](nfc::NetPlugin& p) { return run_scenario(sc, p); }, &log));
   if (!log.empty()) WARN(log);
 }
 
@@ -306,16 +328,50 @@ TEST_CASE("the plugin follows EFA's rules on the mock provider", "[plugin][mock]
   check_scenario({"no fault", {}, false, 0, MOCKEFA_NEVER, Expect::kClean});
 }
 
-TEST_CASE("injected EAGAIN, delays and reordering are absorbed with every byte right", "[plugin][mock]") {
+TEST_CASE("injected EAGAIN, delays and reordering are absorbed with every byte right",
+          "[plugin][mock]") {
   const std::vector<Scenario> scenarios = {
-      {"EAGAIN every 3rd post", {{"MOCKEFA_EAGAIN_EVERY", "3"}}, false, 0, MOCKEFA_NEVER, Expect::kClean},
-      {"completions held back", {{"MOCKEFA_CQ_DELAY", "3"}}, false, 0, MOCKEFA_NEVER, Expect::kClean},
-      {"completions reordered", {{"MOCKEFA_CQ_REORDER", "1"}, {"MOCKEFA_SEED", "7"}}, false, 0, MOCKEFA_NEVER, Expect::kClean},
-      {"wire delayed and reordered", {{"MOCKEFA_WIRE_DELAY", "2"}, {"MOCKEFA_WIRE_REORDER", "1"}}, false, 0, MOCKEFA_NEVER, Expect::kClean},
-      {"payload lands in pieces", {{"MOCKEFA_LAND_CHUNK", "4096"}, {"MOCKEFA_WIRE_REORDER", "1"}}, false, 0, MOCKEFA_NEVER, Expect::kClean},
-      {"all at once", {{"MOCKEFA_EAGAIN_EVERY", "5"}, {"MOCKEFA_CQ_DELAY", "2"}, {"MOCKEFA_CQ_REORDER", "1"},
-                       {"MOCKEFA_WIRE_DELAY", "1"}, {"MOCKEFA_WIRE_REORDER", "1"}, {"MOCKEFA_LAND_CHUNK", "8192"}},
-       false, 0, MOCKEFA_NEVER, Expect::kClean},
+      {"EAGAIN every 3rd post",
+       {{"MOCKEFA_EAGAIN_EVERY", "3"}},
+       false,
+       0,
+       MOCKEFA_NEVER,
+       Expect::kClean},
+      {"completions held back",
+       {{"MOCKEFA_CQ_DELAY", "3"}},
+       false,
+       0,
+       MOCKEFA_NEVER,
+       Expect::kClean},
+      {"completions reordered",
+       {{"MOCKEFA_CQ_REORDER", "1"}, {"MOCKEFA_SEED", "7"}},
+       false,
+       0,
+       MOCKEFA_NEVER,
+       Expect::kClean},
+      {"wire delayed and reordered",
+       {{"MOCKEFA_WIRE_DELAY", "2"}, {"MOCKEFA_WIRE_REORDER", "1"}},
+       false,
+       0,
+       MOCKEFA_NEVER,
+       Expect::kClean},
+      {"payload lands in pieces",
+       {{"MOCKEFA_LAND_CHUNK", "4096"}, {"MOCKEFA_WIRE_REORDER", "1"}},
+       false,
+       0,
+       MOCKEFA_NEVER,
+       Expect::kClean},
+      {"all at once",
+       {{"MOCKEFA_EAGAIN_EVERY", "5"},
+        {"MOCKEFA_CQ_DELAY", "2"},
+        {"MOCKEFA_CQ_REORDER", "1"},
+        {"MOCKEFA_WIRE_DELAY", "1"},
+        {"MOCKEFA_WIRE_REORDER", "1"},
+        {"MOCKEFA_LAND_CHUNK", "8192"}},
+       false,
+       0,
+       MOCKEFA_NEVER,
+       Expect::kClean},
   };
   for (const Scenario& s : scenarios) check_scenario(s);
 }
@@ -325,16 +381,20 @@ TEST_CASE("injected errors and an unreachable peer reach test() as errors", "[pl
   check_scenario({"peer unreachable", {}, true, 0, 4, Expect::kErrorsReachCaller});
 }
 
-TEST_CASE("several comms, truncation and close with receives posted, on the mock", "[plugin][mock]") {
+TEST_CASE("several comms, truncation and close with receives posted, on the mock",
+          "[plugin][mock]") {
   std::string log;
-  CHECK(run_single(mock_options(), [](nfc::NetPlugin& p) {
-    mockefa_api api;
-    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock not loaded");
-    api.reset_counters();
-    int rc = more_workload(p, api);
-    dlclose(api.handle);
-    return rc;
-  }, &log));
+  CHECK(run_single(
+      mock_options(),
+      [](nfc::NetPlugin& p) {
+        mockefa_api api;
+        CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock not loaded");
+        api.reset_counters();
+        int rc = more_workload(p, api);
+        dlclose(api.handle);
+        return rc;
+      },
+      &log));
 }
 
 TEST_CASE("every ABI version moves data on the mock", "[plugin][mock][abi]") {
@@ -343,53 +403,68 @@ TEST_CASE("every ABI version moves data on the mock", "[plugin][mock][abi]") {
     opt.abi_version = v;
     std::string log;
     INFO("ABI v" << v);
-    CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-      mockefa_api api;
-      CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock not loaded");
-      Pair x{p, nullptr, nullptr};
-      std::string err;
-      CHILD_CHECK(nfc::connect_pair(p, 0, &x.sc, &x.rc, kTimeoutMs, &err), "%s", err.c_str());
-      int errors = 0;
-      CHILD_CHECK(window_workload(x, false, &errors) == 0, "window");
-      mockefa_counters c;
-      api.get_counters(&c);
-      CHILD_CHECK(c.violations_total == 0, "%llu violations", static_cast<unsigned long long>(c.violations_total));
-      CHILD_CHECK(p.close_send(x.sc) == ncclSuccess && p.close_recv(x.rc) == ncclSuccess, "close");
-      dlclose(api.handle);
-      return 0;
-    }, &log));
+    CHECK(run_single(
+        opt,
+        [](nfc::NetPlugin& p) {
+          mockefa_api api;
+          CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock not loaded");
+          Pair x{p, nullptr, nullptr};
+          std::string err;
+          CHILD_CHECK(nfc::connect_pair(p, 0, &x.sc, &x.rc, kTimeoutMs, &err), "%s", err.c_str());
+          int errors = 0;
+          CHILD_CHECK(window_workload(x, false, &errors) == 0, "window");
+          mockefa_counters c;
+          api.get_counters(&c);
+          CHILD_CHECK(c.violations_total == 0, "%llu violations",
+                      static_cast<unsigned long long>(c.violations_total));
+          CHILD_CHECK(p.close_send(x.sc) == ncclSuccess && p.close_recv(x.rc) == ncclSuccess,
+                      "close");
+          dlclose(api.handle);
+          return 0;
+        },
+        &log));
   }
 }
 
 TEST_CASE("the mock's checker catches a plugin that breaks FI_MR_LOCAL", "[plugin][mock]") {
-  check_scenario({"descriptors dropped on purpose", {{"NCCL_FABRIC_TEST_DROP_DESC", "1"}}, false, 0,
-                  MOCKEFA_NEVER, Expect::kViolations});
+  check_scenario({"descriptors dropped on purpose",
+                  {{"NCCL_FABRIC_TEST_DROP_DESC", "1"}},
+                  false,
+                  0,
+                  MOCKEFA_NEVER,
+                  Expect::kViolations});
 }
 
-TEST_CASE("each mock NIC is its own NCCL device with a unique name, and each carries traffic", "[plugin][mock]") {
+TEST_CASE("each mock NIC is its own NCCL device with a unique name, and each carries traffic",
+          "[plugin][mock]") {
   PairOptions opt = mock_options();
   opt.env.push_back({"MOCKEFA_NDOMAINS", "4"});
   std::string log;
-  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-    int n = 0;
-    CHILD_CHECK(p.devices(&n) == ncclSuccess && n == 4, "%d devices for 4 mock NICs", n);
-    std::vector<std::string> names;
-    for (int d = 0; d < n; ++d) {
-      nfc::NetProps props;
-      CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "getProperties(%d)", d);
-      for (const std::string& other : names)
-        CHILD_CHECK(other != props.name, "device name %s repeats", props.name.c_str());
-      names.push_back(props.name);
-      CHILD_CHECK(props.speed == 100000, "device %d speed %d Mb/s, the mock says 100 Gb/s", d, props.speed);
-      void* sc = nullptr;
-      void* rc = nullptr;
-      std::string err;
-      CHILD_CHECK(nfc::connect_pair(p, d, &sc, &rc, kTimeoutMs, &err), "device %d: %s", d, err.c_str());
-      Pair x{p, sc, rc};
-      int errors = 0;
-      CHILD_CHECK(window_workload(x, false, &errors) == 0, "traffic on device %d", d);
-      CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-    }
-    return 0;
-  }, &log));
+  CHECK(run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        int n = 0;
+        CHILD_CHECK(p.devices(&n) == ncclSuccess && n == 4, "%d devices for 4 mock NICs", n);
+        std::vector<std::string> names;
+        for (int d = 0; d < n; ++d) {
+          nfc::NetProps props;
+          CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "getProperties(%d)", d);
+          for (const std::string& other : names)
+            CHILD_CHECK(other != props.name, "device name %s repeats", props.name.c_str());
+          names.push_back(props.name);
+          CHILD_CHECK(props.speed == 100000, "device %d speed %d Mb/s, the mock says 100 Gb/s", d,
+                      props.speed);
+          void* sc = nullptr;
+          void* rc = nullptr;
+          std::string err;
+          CHILD_CHECK(nfc::connect_pair(p, d, &sc, &rc, kTimeoutMs, &err), "device %d: %s", d,
+                      err.c_str());
+          Pair x{p, sc, rc};
+          int errors = 0;
+          CHILD_CHECK(window_workload(x, false, &errors) == 0, "traffic on device %d", d);
+          CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        }
+        return 0;
+      },
+      &log));
 }

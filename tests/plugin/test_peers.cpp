@@ -87,12 +87,14 @@ int close_round(Side& s, Order order, int round) {
     CHILD_CHECK(oob_wait(s, order == Order::kSenderFirst ? 'C' : 'S'), "oob");
   } else {
     CHILD_CHECK(s.plugin.reg_mr(sc, buf.p, buf.len, NCCL_PTR_HOST, &mh) == ncclSuccess, "regMr");
-    for (int i = 0; i < kCloseMsgs; ++i) fill(buf.at(static_cast<size_t>(i) * kCloseSize), kCloseSize, 1, i);
+    for (int i = 0; i < kCloseMsgs; ++i)
+      fill(buf.at(static_cast<size_t>(i) * kCloseSize), kCloseSize, 1, i);
     CHILD_CHECK(oob_wait(s, 'P'), "oob");
     for (int i = 0; i < kCloseMsgs; ++i) {
       void* r = nullptr;
-      CHILD_CHECK(post_send(s.plugin, sc, buf.at(static_cast<size_t>(i) * kCloseSize), kCloseSize, 7,
-                            mh, &r) == 0, "isend %d", i);
+      CHILD_CHECK(post_send(s.plugin, sc, buf.at(static_cast<size_t>(i) * kCloseSize), kCloseSize,
+                            7, mh, &r) == 0,
+                  "isend %d", i);
     }
     if (order != Order::kSenderFirst) CHILD_CHECK(oob_byte(s, 'S'), "oob");
   }
@@ -107,12 +109,15 @@ int close_round(Side& s, Order order, int round) {
   }
   const double took = since(t);
   buf.unmap();
-  fprintf(stderr, "[rank %d] round %d: close with 32 x 1 MiB in flight took %.3f s\n", s.rank, round,
-          took);
-  CHILD_CHECK(took < kPeerTimeoutS, "close took %.2f s, more than NCCL_FABRIC_PEER_TIMEOUT/2", took);
+  fprintf(stderr, "[rank %d] round %d: close with 32 x 1 MiB in flight took %.3f s\n", s.rank,
+          round, took);
+  CHILD_CHECK(took < kPeerTimeoutS, "close took %.2f s, more than NCCL_FABRIC_PEER_TIMEOUT/2",
+              took);
   if (s.rank == 1 && order == Order::kSenderFirst) CHILD_CHECK(oob_byte(s, 'C'), "oob");
-  if (s.rank == 0) CHILD_CHECK(s.plugin.close_send(sc) == ncclSuccess, "closeSend");
-  else CHILD_CHECK(s.plugin.close_recv(rc) == ncclSuccess, "closeRecv");
+  if (s.rank == 0)
+    CHILD_CHECK(s.plugin.close_send(sc) == ncclSuccess, "closeSend");
+  else
+    CHILD_CHECK(s.plugin.close_recv(rc) == ncclSuccess, "closeRecv");
   return 0;
 }
 
@@ -124,8 +129,10 @@ int checked_traffic(Side& s, int msg) {
   fill(sb.data(), n, s.rank, msg);
   void* smh = nullptr;
   void* rmh = nullptr;
-  CHILD_CHECK(s.plugin.reg_mr(s.send_comms[0], sb.data(), n, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-  CHILD_CHECK(s.plugin.reg_mr(s.recv_comms[0], rb.data(), n, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+  CHILD_CHECK(s.plugin.reg_mr(s.send_comms[0], sb.data(), n, NCCL_PTR_HOST, &smh) == ncclSuccess,
+              "regMr");
+  CHILD_CHECK(s.plugin.reg_mr(s.recv_comms[0], rb.data(), n, NCCL_PTR_HOST, &rmh) == ncclSuccess,
+              "regMr");
   void* d[1] = {rb.data()};
   size_t cap[1] = {n};
   int tag[1] = {11};
@@ -195,9 +202,12 @@ int fault_body(Side& s, Fault f) {
     CHILD_CHECK(oob_wait(s, 'G'), "oob go");
     fill(buf.data(), kFaultSize, 1, 77);
     void* mh = nullptr;
-    CHILD_CHECK(s.plugin.reg_mr(s.send_comms[0], buf.data(), kFaultSize, NCCL_PTR_HOST, &mh) == ncclSuccess, "regMr");
+    CHILD_CHECK(
+        s.plugin.reg_mr(s.send_comms[0], buf.data(), kFaultSize, NCCL_PTR_HOST, &mh) == ncclSuccess,
+        "regMr");
     void* r = nullptr;
-    CHILD_CHECK(post_send(s.plugin, s.send_comms[0], buf.data(), kFaultSize, 5, mh, &r) == 0, "isend");
+    CHILD_CHECK(post_send(s.plugin, s.send_comms[0], buf.data(), kFaultSize, 5, mh, &r) == 0,
+                "isend");
     CHILD_CHECK(wait_request(s.plugin, r, nullptr) == 0, "send after the pause");
     CHILD_CHECK(s.plugin.dereg_mr(s.send_comms[0], mh) == ncclSuccess, "deregMr");
     CHILD_CHECK(oob_wait(s, 'D'), "oob done");
@@ -208,7 +218,8 @@ int fault_body(Side& s, Fault f) {
   void* mh = nullptr;
   const bool sending = f == Fault::kKillWhileSending;
   void* comm = sending ? s.send_comms[0] : s.recv_comms[0];
-  CHILD_CHECK(s.plugin.reg_mr(comm, buf.data(), kFaultSize, NCCL_PTR_HOST, &mh) == ncclSuccess, "regMr");
+  CHILD_CHECK(s.plugin.reg_mr(comm, buf.data(), kFaultSize, NCCL_PTR_HOST, &mh) == ncclSuccess,
+              "regMr");
   void* req = nullptr;
   if (!sending) {
     void* d[1] = {buf.data()};
@@ -257,12 +268,14 @@ int fault_body(Side& s, Fault f) {
   if (f == Fault::kStopShort || f == Fault::kIdle) {
     CHILD_CHECK(res == ncclSuccess && done, "%s: a live peer was declared dead (%d after %.2f s)",
                 fault_name(f), static_cast<int>(res), took);
-    CHILD_CHECK(static_cast<size_t>(size) == kFaultSize && verify(buf.data(), kFaultSize, 1, 77) == SIZE_MAX,
+    CHILD_CHECK(static_cast<size_t>(size) == kFaultSize &&
+                    verify(buf.data(), kFaultSize, 1, 77) == SIZE_MAX,
                 "content after the pause");
     CHILD_CHECK(oob_byte(s, 'D'), "oob done");
   } else {
-    CHILD_CHECK(res == ncclRemoteError, "%s: the pending request ended with %d, not ncclRemoteError",
-                fault_name(f), static_cast<int>(res));
+    CHILD_CHECK(res == ncclRemoteError,
+                "%s: the pending request ended with %d, not ncclRemoteError", fault_name(f),
+                static_cast<int>(res));
     // The bound: the timeout, one probe interval and a keeper tick, with slack for a loaded CI.
     CHILD_CHECK(took < kPeerTimeoutS + 2.0, "%s: detected after %.2f s", fault_name(f), took);
     // Later calls fail at once, and the comms close promptly.
@@ -291,7 +304,8 @@ PairOptions peer_options(const std::string& provider, const char* protocol) {
   PairOptions opt;
   opt.provider = provider;
   opt.env = {{"NCCL_FABRIC_PROTOCOL", protocol},
-             {"NCCL_FABRIC_PEER_TIMEOUT", getenv("NF_PEERS_TO") ? getenv("NF_PEERS_TO") : std::to_string(kPeerTimeoutS)}};
+             {"NCCL_FABRIC_PEER_TIMEOUT",
+              getenv("NF_PEERS_TO") ? getenv("NF_PEERS_TO") : std::to_string(kPeerTimeoutS)}};
   return opt;
 }
 
@@ -310,7 +324,8 @@ TEST_CASE("close is final: nothing touches a buffer after close returns; reconne
   }
 }
 
-TEST_CASE("a dead peer fails every pending request within NCCL_FABRIC_PEER_TIMEOUT", "[peers][failure]") {
+TEST_CASE("a dead peer fails every pending request within NCCL_FABRIC_PEER_TIMEOUT",
+          "[peers][failure]") {
   for (const std::string& prov : real_providers()) {
     for (const char* proto : kProtocols) {
       if (!selected(prov, proto)) continue;
@@ -319,7 +334,8 @@ TEST_CASE("a dead peer fails every pending request within NCCL_FABRIC_PEER_TIMEO
         PairOptions opt = peer_options(prov, proto);
         opt.rank1_may_die = true;
         std::string log;
-        CHECK(run_pair(opt, [f](Side& s) { return fault_body(s, f); }, &log));
+        CHECK(run_pair(
+            opt, [f](Side& s) { return fault_body(s, f); }, &log));
         if (!log.empty()) WARN(log);
       }
     }
@@ -335,7 +351,8 @@ TEST_CASE("a stopped peer fails within the bound; a briefly stopped or idle one 
       PairOptions opt = peer_options("tcp;ofi_rxm", proto);
       opt.rank1_may_die = true;
       std::string log;
-      CHECK(run_pair(opt, [f](Side& s) { return fault_body(s, f); }, &log));
+      CHECK(run_pair(
+          opt, [f](Side& s) { return fault_body(s, f); }, &log));
       if (!log.empty()) WARN(log);
     }
   }

@@ -34,11 +34,13 @@ int groups_send(nfc::NetPlugin& p, void* sc, std::vector<unsigned char>& sbuf, v
   for (int n = 1; n <= 8; ++n) {
     for (int k = 0; k < n; ++k) {
       const int j = (n == 5) ? n - 1 - k : (k * 5 + 2) % n;  // a permutation of 0..n-1
-      const size_t size = (j % 2 == 0) ? 1000 + 37 * static_cast<size_t>(j) : 100000 + 4099 * static_cast<size_t>(j);
+      const size_t size = (j % 2 == 0) ? 1000 + 37 * static_cast<size_t>(j)
+                                       : 100000 + 4099 * static_cast<size_t>(j);
       unsigned char* b = sbuf.data() + static_cast<size_t>(msg) * kSlot;
       fill(b, size, n, j);
       void* r = nullptr;
-      CHILD_CHECK(post_send(p, sc, b, size, 200 + 10 * n + j, smh, &r) == 0, "isend group %d buffer %d", n, j);
+      CHILD_CHECK(post_send(p, sc, b, size, 200 + 10 * n + j, smh, &r) == 0,
+                  "isend group %d buffer %d", n, j);
       reqs->push_back(r);
       ++msg;
     }
@@ -73,11 +75,14 @@ int groups_recv(nfc::NetPlugin& p, void* rc, std::vector<unsigned char>& rbuf, v
 int groups_verify(const std::vector<unsigned char>& rbuf, int n, int first_slot, const int* sizes) {
   const size_t kSlot = 300000;
   for (int j = 0; j < n; ++j) {
-    const size_t size = (j % 2 == 0) ? 1000 + 37 * static_cast<size_t>(j) : 100000 + 4099 * static_cast<size_t>(j);
-    CHILD_CHECK(static_cast<size_t>(sizes[j]) == size, "group %d buffer %d: size %d, expected %zu", n, j, sizes[j], size);
+    const size_t size =
+        (j % 2 == 0) ? 1000 + 37 * static_cast<size_t>(j) : 100000 + 4099 * static_cast<size_t>(j);
+    CHILD_CHECK(static_cast<size_t>(sizes[j]) == size, "group %d buffer %d: size %d, expected %zu",
+                n, j, sizes[j], size);
     const unsigned char* b = rbuf.data() + static_cast<size_t>(first_slot + j) * kSlot;
     CHILD_CHECK(verify(b, size, n, j) == SIZE_MAX, "group %d buffer %d: content", n, j);
-    for (size_t k = size; k < kSlot; ++k) CHILD_CHECK(b[k] == 0, "group %d buffer %d: byte %zu written past the message", n, j, k);
+    for (size_t k = size; k < kSlot; ++k)
+      CHILD_CHECK(b[k] == 0, "group %d buffer %d: byte %zu written past the message", n, j, k);
   }
   return 0;
 }
@@ -104,7 +109,8 @@ int groups_wait(nfc::NetPlugin& p, std::vector<void*>& rreqs, const std::vector<
   }
   std::vector<int> unused;
   std::vector<void*> left;
-  for (void* s : sreqs) if (s) left.push_back(s);
+  for (void* s : sreqs)
+    if (s) left.push_back(s);
   CHILD_CHECK(wait_all(p, left, &unused) == 0, "sends");
   return 0;
 }
@@ -154,27 +160,31 @@ TEST_CASE("RDMA: grouped receives of 1 to 8 buffers, eager and written, each tag
       opt.provider = prov;
       opt.env.push_back({"NCCL_FABRIC_PROTOCOL", "rdma"});
       std::string log;
-      CHECK(run_pair(opt, [](Side& s) {
-        nfc::NetPlugin& p = s.plugin;
-        std::vector<unsigned char> buf(36 * 300000, 0);
-        void* mh = nullptr;
-        void* comm = s.rank == 0 ? s.send_comms[0] : s.recv_comms[0];
-        CHILD_CHECK(p.reg_mr(comm, buf.data(), buf.size(), NCCL_PTR_HOST, &mh) == ncclSuccess, "regMr");
-        std::vector<void*> reqs;
-        std::vector<int> counts;
-        if (s.rank == 0) {
-          if (groups_send(p, comm, buf, mh, &reqs) != 0) return 1;
-          std::vector<int> unused;
-          CHILD_CHECK(wait_all(p, reqs, &unused) == 0, "sends");
-        } else {
-          if (groups_recv(p, comm, buf, mh, &reqs, &counts) != 0) return 1;
-          std::vector<void*> none;
-          if (groups_wait(p, reqs, counts, none, buf) != 0) return 1;
-        }
-        CHILD_CHECK(s.oob.barrier(kTimeoutMs), "barrier before deregMr");
-        CHILD_CHECK(p.dereg_mr(comm, mh) == ncclSuccess, "deregMr");
-        return 0;
-      }, &log));
+      CHECK(run_pair(
+          opt,
+          [](Side& s) {
+            nfc::NetPlugin& p = s.plugin;
+            std::vector<unsigned char> buf(36 * 300000, 0);
+            void* mh = nullptr;
+            void* comm = s.rank == 0 ? s.send_comms[0] : s.recv_comms[0];
+            CHILD_CHECK(p.reg_mr(comm, buf.data(), buf.size(), NCCL_PTR_HOST, &mh) == ncclSuccess,
+                        "regMr");
+            std::vector<void*> reqs;
+            std::vector<int> counts;
+            if (s.rank == 0) {
+              if (groups_send(p, comm, buf, mh, &reqs) != 0) return 1;
+              std::vector<int> unused;
+              CHILD_CHECK(wait_all(p, reqs, &unused) == 0, "sends");
+            } else {
+              if (groups_recv(p, comm, buf, mh, &reqs, &counts) != 0) return 1;
+              std::vector<void*> none;
+              if (groups_wait(p, reqs, counts, none, buf) != 0) return 1;
+            }
+            CHILD_CHECK(s.oob.barrier(kTimeoutMs), "barrier before deregMr");
+            CHILD_CHECK(p.dereg_mr(comm, mh) == ncclSuccess, "deregMr");
+            return 0;
+          },
+          &log));
       INFO(log);
     }
   }
@@ -183,69 +193,84 @@ TEST_CASE("RDMA: grouped receives of 1 to 8 buffers, eager and written, each tag
 TEST_CASE("RDMA: a device of 4 rails stripes large messages over its 4 NICs within 10 %",
           "[plugin][rdma][mock]") {
   std::string log;
-  CHECK(run_single(rdma_mock(4, 4), [](nfc::NetPlugin& p) {
-    int n = 0;
-    CHILD_CHECK(p.devices(&n) == ncclSuccess && n == 1, "%d devices for 4 NICs as 4 rails", n);
-    nfc::NetProps props;
-    CHILD_CHECK(p.properties(0, &props) == ncclSuccess, "getProperties");
-    CHILD_CHECK(props.speed == 400000, "a 4-rail device says %d Mb/s, expected 4 x 100 Gb/s", props.speed);
-    CHILD_CHECK(props.name.find('+') != std::string::npos, "device name %s", props.name.c_str());
-    mockefa_api api;
-    void* sc = nullptr;
-    void* rc = nullptr;
-    CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
-    const size_t kSize = 4 << 20;
-    const int kMsgs = 24;
-    std::vector<unsigned char> sbuf(kSize * 4), rbuf(kSize * 4);
-    void* smh = nullptr;
-    void* rmh = nullptr;
-    CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-    CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
-    api.reset_counters();
-    for (int m = 0; m < kMsgs; m += 4) {
-      std::vector<void*> reqs;
-      for (int k = 0; k < 4; ++k) {
-        void* data[1] = {rbuf.data() + static_cast<size_t>(k) * kSize};
-        size_t cap[1] = {kSize};
-        int tag[1] = {5};
-        void* mhs[1] = {rmh};
-        void* r = nullptr;
-        CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &r) == 0, "irecv");
-        reqs.push_back(r);
-      }
-      for (int k = 0; k < 4; ++k) {
-        unsigned char* b = sbuf.data() + static_cast<size_t>(k) * kSize;
-        fill(b, kSize - 1000 * static_cast<size_t>(k), 0, m + k);
-        void* r = nullptr;
-        CHILD_CHECK(post_send(p, sc, b, kSize - 1000 * static_cast<size_t>(k), 5, smh, &r) == 0, "isend");
-        reqs.push_back(r);
-      }
-      std::vector<int> got;
-      CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfers");
-      for (int k = 0; k < 4; ++k) {
-        const size_t size = kSize - 1000 * static_cast<size_t>(k);
-        CHILD_CHECK(static_cast<size_t>(got[static_cast<size_t>(k)]) == size, "size %d", got[static_cast<size_t>(k)]);
-        CHILD_CHECK(verify(rbuf.data() + static_cast<size_t>(k) * kSize, size, 0, m + k) == SIZE_MAX, "content");
-      }
-    }
-    mockefa_counters c;
-    api.get_counters(&c);
-    uint64_t total = 0;
-    for (int i = 0; i < 4; ++i) total += c.nic_tx_bytes[i];
-    CHILD_CHECK(total >= static_cast<uint64_t>(kMsgs) * (kSize - 3000), "only %llu bytes sent", (unsigned long long)total);
-    const double mean = static_cast<double>(total) / 4;
-    for (int i = 0; i < 4; ++i) {
-      const double share = static_cast<double>(c.nic_tx_bytes[i]);
-      fprintf(stderr, "NIC %d: %llu bytes in %llu ops\n", i, (unsigned long long)c.nic_tx_bytes[i],
-              (unsigned long long)c.nic_tx_ops[i]);
-      CHILD_CHECK(share > 0.9 * mean && share < 1.1 * mean, "NIC %d carried %.0f bytes, mean %.0f", i, share, mean);
-    }
-    CHILD_CHECK(c.violations_total == 0, "%llu violations", (unsigned long long)c.violations_total);
-    CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
-    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-    dlclose(api.handle);
-    return 0;
-  }, &log));
+  CHECK(run_single(
+      rdma_mock(4, 4),
+      [](nfc::NetPlugin& p) {
+        int n = 0;
+        CHILD_CHECK(p.devices(&n) == ncclSuccess && n == 1, "%d devices for 4 NICs as 4 rails", n);
+        nfc::NetProps props;
+        CHILD_CHECK(p.properties(0, &props) == ncclSuccess, "getProperties");
+        CHILD_CHECK(props.speed == 400000, "a 4-rail device says %d Mb/s, expected 4 x 100 Gb/s",
+                    props.speed);
+        CHILD_CHECK(props.name.find('+') != std::string::npos, "device name %s",
+                    props.name.c_str());
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+        const size_t kSize = 4 << 20;
+        const int kMsgs = 24;
+        std::vector<unsigned char> sbuf(kSize * 4), rbuf(kSize * 4);
+        void* smh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess,
+                    "regMr");
+        CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess,
+                    "regMr");
+        api.reset_counters();
+        for (int m = 0; m < kMsgs; m += 4) {
+          std::vector<void*> reqs;
+          for (int k = 0; k < 4; ++k) {
+            void* data[1] = {rbuf.data() + static_cast<size_t>(k) * kSize};
+            size_t cap[1] = {kSize};
+            int tag[1] = {5};
+            void* mhs[1] = {rmh};
+            void* r = nullptr;
+            CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &r) == 0, "irecv");
+            reqs.push_back(r);
+          }
+          for (int k = 0; k < 4; ++k) {
+            unsigned char* b = sbuf.data() + static_cast<size_t>(k) * kSize;
+            fill(b, kSize - 1000 * static_cast<size_t>(k), 0, m + k);
+            void* r = nullptr;
+            CHILD_CHECK(post_send(p, sc, b, kSize - 1000 * static_cast<size_t>(k), 5, smh, &r) == 0,
+                        "isend");
+            reqs.push_back(r);
+          }
+          std::vector<int> got;
+          CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfers");
+          for (int k = 0; k < 4; ++k) {
+            const size_t size = kSize - 1000 * static_cast<size_t>(k);
+            CHILD_CHECK(static_cast<size_t>(got[static_cast<size_t>(k)]) == size, "size %d",
+                        got[static_cast<size_t>(k)]);
+            CHILD_CHECK(
+                verify(rbuf.data() + static_cast<size_t>(k) * kSize, size, 0, m + k) == SIZE_MAX,
+                "content");
+          }
+        }
+        mockefa_counters c;
+        api.get_counters(&c);
+        uint64_t total = 0;
+        for (int i = 0; i < 4; ++i) total += c.nic_tx_bytes[i];
+        CHILD_CHECK(total >= static_cast<uint64_t>(kMsgs) * (kSize - 3000), "only %llu bytes sent",
+                    (unsigned long long)total);
+        const double mean = static_cast<double>(total) / 4;
+        for (int i = 0; i < 4; ++i) {
+          const double share = static_cast<double>(c.nic_tx_bytes[i]);
+          fprintf(stderr, "NIC %d: %llu bytes in %llu ops\n", i,
+                  (unsigned long long)c.nic_tx_bytes[i], (unsigned long long)c.nic_tx_ops[i]);
+          CHILD_CHECK(share > 0.9 * mean && share < 1.1 * mean,
+                      "NIC %d carried %.0f bytes, mean %.0f", i, share, mean);
+        }
+        CHILD_CHECK(c.violations_total == 0, "%llu violations",
+                    (unsigned long long)c.violations_total);
+        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                    "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      },
+      &log));
   INFO(log);
 }
 
@@ -256,44 +281,54 @@ TEST_CASE("RDMA: a hostile clear-to-send is refused and nothing lands outside th
       PairOptions opt = rdma_mock(1, 1);
       opt.env.push_back({"NCCL_FABRIC_TEST_CTS_FAULT", fault});
       std::string log;
-      CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-        void* sc = nullptr;
-        void* rc = nullptr;
-        std::string err;
-        CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s", err.c_str());
-        const size_t kCap = 256 << 10;  // above the eager limit: the sender needs the CTS
-        std::vector<unsigned char> sbuf(kCap, 0xab), rbuf(kCap * 4, 0);
-        void* smh = nullptr;
-        void* rmh = nullptr;
-        CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-        CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
-        void* data[1] = {rbuf.data() + kCap};
-        size_t cap[1] = {kCap};
-        int tag[1] = {1};
-        void* mhs[1] = {rmh};
-        void* rreq = nullptr;
-        CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rreq) == 0, "irecv");
-        // The send fails: at isend (a refused CTS) or at test (the NIC refused the write).
-        void* sreq = nullptr;
-        int rcode = 0;
-        for (int i = 0; i < 2000000 && sreq == nullptr && rcode == 0; ++i) {
-          rcode = p.isend(sc, sbuf.data(), kCap, 1, smh, &sreq);
-          int d = 0;
-          p.test(rreq, &d, nullptr);
-        }
-        if (rcode == 0) {
-          CHILD_CHECK(sreq != nullptr, "isend neither posted nor failed");
-          int r = wait_request(p, sreq, nullptr, 20000);
-          CHILD_CHECK(r != 0 && r != -1, "the send completed (%d) though its CTS was corrupted", r);
-        }
-        int done = 0;
-        CHILD_CHECK(p.test(rreq, &done, nullptr) == ncclSuccess && done == 0, "the receive completed");
-        for (size_t i = 0; i < rbuf.size(); ++i)
-          CHILD_CHECK(rbuf[i] == 0, "byte %zu of the receive side was written", i);
-        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
-        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-        return 0;
-      }, &log));
+      CHECK(run_single(
+          opt,
+          [](nfc::NetPlugin& p) {
+            void* sc = nullptr;
+            void* rc = nullptr;
+            std::string err;
+            CHILD_CHECK(nfc::connect_pair(p, 0, &sc, &rc, kTimeoutMs, &err), "connect: %s",
+                        err.c_str());
+            const size_t kCap = 256 << 10;  // above the eager limit: the sender needs the CTS
+            std::vector<unsigned char> sbuf(kCap, 0xab), rbuf(kCap * 4, 0);
+            void* smh = nullptr;
+            void* rmh = nullptr;
+            CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess,
+                        "regMr");
+            CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess,
+                        "regMr");
+            void* data[1] = {rbuf.data() + kCap};
+            size_t cap[1] = {kCap};
+            int tag[1] = {1};
+            void* mhs[1] = {rmh};
+            void* rreq = nullptr;
+            CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rreq) == 0, "irecv");
+            // The send fails: at isend (a refused CTS) or at test (the NIC refused the write).
+            void* sreq = nullptr;
+            int rcode = 0;
+            for (int i = 0; i < 2000000 && sreq == nullptr && rcode == 0; ++i) {
+              rcode = p.isend(sc, sbuf.data(), kCap, 1, smh, &sreq);
+              int d = 0;
+              p.test(rreq, &d, nullptr);
+            }
+            if (rcode == 0) {
+              CHILD_CHECK(sreq != nullptr, "isend neither posted nor failed");
+              int r = wait_request(p, sreq, nullptr, 20000);
+              CHILD_CHECK(r != 0 && r != -1, "the send completed (%d) though its CTS was corrupted",
+                          r);
+            }
+            int done = 0;
+            CHILD_CHECK(p.test(rreq, &done, nullptr) == ncclSuccess && done == 0,
+                        "the receive completed");
+            for (size_t i = 0; i < rbuf.size(); ++i)
+              CHILD_CHECK(rbuf[i] == 0, "byte %zu of the receive side was written", i);
+            CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                        "deregMr");
+            CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess,
+                        "close");
+            return 0;
+          },
+          &log));
       INFO(log);
     }
   }
@@ -306,49 +341,54 @@ TEST_CASE("RDMA: a large message goes as several writes in flight on one rail",
   opt.env.push_back({"MOCKEFA_WIRE_REORDER", "1"});
   opt.env.push_back({"MOCKEFA_CQ_REORDER", "1"});
   opt.env.push_back({"NCCL_FABRIC_WRITE_CHUNK", "262144"});
-  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-    mockefa_api api;
-    void* sc = nullptr;
-    void* rc = nullptr;
-    CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
-    const size_t kSize = 16 << 20;
-    std::vector<unsigned char> sbuf(kSize), rbuf(kSize);
-    void* smh = nullptr;
-    void* rmh = nullptr;
-    CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kSize, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
-    CHILD_CHECK(p.reg_mr(rc, rbuf.data(), kSize, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
-    // NCCL_FABRIC_WRITE_CHUNK at 256 KiB: 16 MiB takes 8 writes (the most a message takes);
-    // 768 KiB less 5 bytes, 3; 256 KiB, one.
-    const size_t sizes[] = {kSize, (768u << 10) - 5, 256u << 10};
-    const uint64_t writes[] = {8, 3, 1};
-    for (int m = 0; m < 3; ++m) {
-      fill(sbuf.data(), sizes[m], 3, m);
-      memset(rbuf.data(), 0, kSize);
-      void* data[1] = {rbuf.data()};
-      size_t cap[1] = {kSize};
-      int tag[1] = {9};
-      void* mhs[1] = {rmh};
-      void* rr = nullptr;
-      void* sr = nullptr;
-      CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv");
-      api.reset_counters();
-      CHILD_CHECK(post_send(p, sc, sbuf.data(), sizes[m], 9, smh, &sr) == 0, "isend");
-      std::vector<void*> reqs = {rr, sr};
-      std::vector<int> got;
-      CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer %d", m);
-      CHILD_CHECK(static_cast<size_t>(got[0]) == sizes[m], "size %d", got[0]);
-      CHILD_CHECK(verify(rbuf.data(), sizes[m], 3, m) == SIZE_MAX, "content of message %d", m);
-      CHILD_CHECK(sizes[m] == kSize || rbuf[sizes[m]] == 0, "wrote past the message");
-      mockefa_counters c;
-      api.get_counters(&c);
-      CHILD_CHECK(c.nic_tx_ops[0] == writes[m], "message %d took %llu writes, expected %llu", m,
-                  (unsigned long long)c.nic_tx_ops[0], (unsigned long long)writes[m]);
-      CHILD_CHECK(c.violations_total == 0, "%llu violations", (unsigned long long)c.violations_total);
-    }
-    CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
-    CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-    dlclose(api.handle);
-    return 0;
-  }, &log));
+  CHECK(run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+        const size_t kSize = 16 << 20;
+        std::vector<unsigned char> sbuf(kSize), rbuf(kSize);
+        void* smh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kSize, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+        CHILD_CHECK(p.reg_mr(rc, rbuf.data(), kSize, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+        // NCCL_FABRIC_WRITE_CHUNK at 256 KiB: 16 MiB takes 8 writes (the most a message takes);
+        // 768 KiB less 5 bytes, 3; 256 KiB, one.
+        const size_t sizes[] = {kSize, (768u << 10) - 5, 256u << 10};
+        const uint64_t writes[] = {8, 3, 1};
+        for (int m = 0; m < 3; ++m) {
+          fill(sbuf.data(), sizes[m], 3, m);
+          memset(rbuf.data(), 0, kSize);
+          void* data[1] = {rbuf.data()};
+          size_t cap[1] = {kSize};
+          int tag[1] = {9};
+          void* mhs[1] = {rmh};
+          void* rr = nullptr;
+          void* sr = nullptr;
+          CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv");
+          api.reset_counters();
+          CHILD_CHECK(post_send(p, sc, sbuf.data(), sizes[m], 9, smh, &sr) == 0, "isend");
+          std::vector<void*> reqs = {rr, sr};
+          std::vector<int> got;
+          CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer %d", m);
+          CHILD_CHECK(static_cast<size_t>(got[0]) == sizes[m], "size %d", got[0]);
+          CHILD_CHECK(verify(rbuf.data(), sizes[m], 3, m) == SIZE_MAX, "content of message %d", m);
+          CHILD_CHECK(sizes[m] == kSize || rbuf[sizes[m]] == 0, "wrote past the message");
+          mockefa_counters c;
+          api.get_counters(&c);
+          CHILD_CHECK(c.nic_tx_ops[0] == writes[m], "message %d took %llu writes, expected %llu", m,
+                      (unsigned long long)c.nic_tx_ops[0], (unsigned long long)writes[m]);
+          CHILD_CHECK(c.violations_total == 0, "%llu violations",
+                      (unsigned long long)c.violations_total);
+        }
+        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                    "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      },
+      &log));
   INFO(log);
 }

@@ -11,9 +11,24 @@ using namespace nft;
 
 namespace {
 
-const size_t kSizes[] = {0,     1,     7,      8,      63,          64,      65,
-                         4095,  4096,  4097,   65535,  65536,       65537,   1 << 20,
-                         (1 << 20) + 3, 4 << 20, (16 << 20) - 1, 16 << 20};
+const size_t kSizes[] = {0,
+                         1,
+                         7,
+                         8,
+                         63,
+                         64,
+                         65,
+                         4095,
+                         4096,
+                         4097,
+                         65535,
+                         65536,
+                         65537,
+                         1 << 20,
+                         (1 << 20) + 3,
+                         4 << 20,
+                         (16 << 20) - 1,
+                         16 << 20};
 constexpr size_t kSlack = 64;  // receive buffers are larger than the message
 constexpr unsigned char kCanary = 0xA5;
 
@@ -24,8 +39,12 @@ int sizes_body(Side& s) {
   std::vector<unsigned char> buf((16 << 20) + kSlack);
   void* mh_send = nullptr;
   void* mh_recv = nullptr;
-  CHILD_CHECK(p.reg_mr(s.send_comms[0], buf.data(), buf.size(), NCCL_PTR_HOST, &mh_send) == ncclSuccess, "regMr send");
-  CHILD_CHECK(p.reg_mr(s.recv_comms[0], buf.data(), buf.size(), NCCL_PTR_HOST, &mh_recv) == ncclSuccess, "regMr recv");
+  CHILD_CHECK(
+      p.reg_mr(s.send_comms[0], buf.data(), buf.size(), NCCL_PTR_HOST, &mh_send) == ncclSuccess,
+      "regMr send");
+  CHILD_CHECK(
+      p.reg_mr(s.recv_comms[0], buf.data(), buf.size(), NCCL_PTR_HOST, &mh_recv) == ncclSuccess,
+      "regMr recv");
   for (int round = 0; round < 2; ++round) {
     const bool sender = (s.rank == round);
     int msg = 0;
@@ -33,7 +52,8 @@ int sizes_body(Side& s) {
       void* req = nullptr;
       if (sender) {
         fill(buf.data(), size, s.rank, msg);
-        CHILD_CHECK(post_send(p, s.send_comms[0], buf.data(), size, s.rank, mh_send, &req) == 0, "isend %zu", size);
+        CHILD_CHECK(post_send(p, s.send_comms[0], buf.data(), size, s.rank, mh_send, &req) == 0,
+                    "isend %zu", size);
         int sent = -1;
         CHILD_CHECK(wait_request(p, req, &sent) == 0, "send of %zu did not complete", size);
       } else {
@@ -42,7 +62,8 @@ int sizes_body(Side& s) {
         size_t cap[1] = {size + kSlack};
         int tag[1] = {1 - s.rank};
         void* mhs[1] = {mh_recv};
-        CHILD_CHECK(post_recv(p, s.recv_comms[0], 1, data, cap, tag, mhs, &req) == 0, "irecv %zu", size);
+        CHILD_CHECK(post_recv(p, s.recv_comms[0], 1, data, cap, tag, mhs, &req) == 0, "irecv %zu",
+                    size);
         int got[64] = {0};
         CHILD_CHECK(wait_request(p, req, got) == 0, "receive of %zu did not complete", size);
         CHILD_CHECK(static_cast<size_t>(got[0]) == size, "size %zu reported as %d", size, got[0]);
@@ -73,7 +94,8 @@ int grouped_body(Side& s) {
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < n; ++i) {
       void* comm = s.rank == 0 ? s.send_comms[0] : s.recv_comms[0];
-      CHILD_CHECK(p.reg_mr(comm, bufs[i].data(), kMax, NCCL_PTR_HOST, &mhs[i]) == ncclSuccess, "regMr");
+      CHILD_CHECK(p.reg_mr(comm, bufs[i].data(), kMax, NCCL_PTR_HOST, &mhs[i]) == ncclSuccess,
+                  "regMr");
     }
     auto size_of = [&](int i) { return static_cast<size_t>(i * 9001 + round * 17 + 1); };
     if (s.rank == 0) {
@@ -81,7 +103,9 @@ int grouped_body(Side& s) {
       for (int i = n - 1; i >= 0; --i) {  // reverse tag order
         fill(bufs[i].data(), size_of(i), 0, round * 10 + i);
         void* req = nullptr;
-        CHILD_CHECK(post_send(p, s.send_comms[0], bufs[i].data(), size_of(i), i + 100, mhs[i], &req) == 0, "isend");
+        CHILD_CHECK(
+            post_send(p, s.send_comms[0], bufs[i].data(), size_of(i), i + 100, mhs[i], &req) == 0,
+            "isend");
         reqs.push_back(req);
       }
       for (void* r : reqs) CHILD_CHECK(wait_request(p, r, nullptr) == 0, "grouped send");
@@ -95,12 +119,15 @@ int grouped_body(Side& s) {
         tags[i] = i + 100;
       }
       void* req = nullptr;
-      CHILD_CHECK(post_recv(p, s.recv_comms[0], n, data, caps, tags, mhs.data(), &req) == 0, "grouped irecv");
+      CHILD_CHECK(post_recv(p, s.recv_comms[0], n, data, caps, tags, mhs.data(), &req) == 0,
+                  "grouped irecv");
       int got[64] = {0};
       CHILD_CHECK(wait_request(p, req, got) == 0, "grouped receive");
       for (int i = 0; i < n; ++i) {
-        CHILD_CHECK(static_cast<size_t>(got[i]) == size_of(i), "buffer %d: size %d, expected %zu", i, got[i], size_of(i));
-        CHILD_CHECK(verify(bufs[i].data(), got[i], 0, round * 10 + i) == SIZE_MAX, "buffer %d content", i);
+        CHILD_CHECK(static_cast<size_t>(got[i]) == size_of(i), "buffer %d: size %d, expected %zu",
+                    i, got[i], size_of(i));
+        CHILD_CHECK(verify(bufs[i].data(), got[i], 0, round * 10 + i) == SIZE_MAX,
+                    "buffer %d content", i);
       }
     }
     CHILD_CHECK(s.oob.barrier(kTimeoutMs), "barrier");
@@ -123,10 +150,16 @@ int window_body(Side& s) {
   std::vector<unsigned char> sbuf(total), rbuf(total);
   std::vector<void*> smh(comms), rmh(comms);
   for (int c = 0; c < comms; ++c) {
-    CHILD_CHECK(p.reg_mr(s.send_comms[c], sbuf.data(), total, NCCL_PTR_HOST, &smh[c]) == ncclSuccess, "regMr");
-    CHILD_CHECK(p.reg_mr(s.recv_comms[c], rbuf.data(), total, NCCL_PTR_HOST, &rmh[c]) == ncclSuccess, "regMr");
+    CHILD_CHECK(
+        p.reg_mr(s.send_comms[c], sbuf.data(), total, NCCL_PTR_HOST, &smh[c]) == ncclSuccess,
+        "regMr");
+    CHILD_CHECK(
+        p.reg_mr(s.recv_comms[c], rbuf.data(), total, NCCL_PTR_HOST, &rmh[c]) == ncclSuccess,
+        "regMr");
   }
-  auto at = [&](std::vector<unsigned char>& b, int k) { return b.data() + static_cast<size_t>(k) * kSize; };
+  auto at = [&](std::vector<unsigned char>& b, int k) {
+    return b.data() + static_cast<size_t>(k) * kSize;
+  };
   for (int round = 0; round < 3; ++round) {
     std::vector<void*> rreq(comms * kWindow), sreq(comms * kWindow);
     for (int c = 0; c < comms; ++c) {
@@ -136,7 +169,8 @@ int window_body(Side& s) {
         size_t cap[1] = {kSize};
         int tag[1] = {7};
         void* mhs[1] = {rmh[c]};
-        CHILD_CHECK(post_recv(p, s.recv_comms[c], 1, data, cap, tag, mhs, &rreq[k]) == 0, "irecv %d", k);
+        CHILD_CHECK(post_recv(p, s.recv_comms[c], 1, data, cap, tag, mhs, &rreq[k]) == 0,
+                    "irecv %d", k);
       }
     }
     for (int c = 0; c < comms; ++c) {
@@ -144,7 +178,8 @@ int window_body(Side& s) {
         const int k = c * kWindow + w;
         // Sizes differ per message so a receive matched out of order shows.
         fill(at(sbuf, k), kSize - w, s.rank, round * 1000 + k);
-        CHILD_CHECK(post_send(p, s.send_comms[c], at(sbuf, k), kSize - w, 7, smh[c], &sreq[k]) == 0, "isend %d", k);
+        CHILD_CHECK(post_send(p, s.send_comms[c], at(sbuf, k), kSize - w, 7, smh[c], &sreq[k]) == 0,
+                    "isend %d", k);
       }
     }
     std::vector<void*> all(rreq);
@@ -153,8 +188,10 @@ int window_body(Side& s) {
     CHILD_CHECK(wait_all(p, all, &got) == 0, "round %d did not complete", round);
     for (int k = 0; k < comms * kWindow; ++k) {
       const int w = k % kWindow;
-      CHILD_CHECK(static_cast<size_t>(got[k]) == kSize - w, "receive %d: %d bytes, expected %zu (out of order?)", k, got[k], kSize - w);
-      CHILD_CHECK(verify(at(rbuf, k), got[k], 1 - s.rank, round * 1000 + k) == SIZE_MAX, "receive %d content", k);
+      CHILD_CHECK(static_cast<size_t>(got[k]) == kSize - w,
+                  "receive %d: %d bytes, expected %zu (out of order?)", k, got[k], kSize - w);
+      CHILD_CHECK(verify(at(rbuf, k), got[k], 1 - s.rank, round * 1000 + k) == SIZE_MAX,
+                  "receive %d content", k);
     }
   }
   for (int c = 0; c < comms; ++c) {
@@ -205,14 +242,20 @@ int shared_body(Side& s) {
   void* smh[2];
   void* rmh[2];
   for (int c = 0; c < 2; ++c) {
-    CHILD_CHECK(p.reg_mr(s.send_comms[c], sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh[c]) == ncclSuccess, "regMr");
-    CHILD_CHECK(p.reg_mr(s.recv_comms[c], rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh[c]) == ncclSuccess, "regMr");
+    CHILD_CHECK(
+        p.reg_mr(s.send_comms[c], sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh[c]) == ncclSuccess,
+        "regMr");
+    CHILD_CHECK(
+        p.reg_mr(s.recv_comms[c], rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh[c]) == ncclSuccess,
+        "regMr");
   }
   auto at = [&](std::vector<unsigned char>& v, int c, int k) {
     return v.data() + (static_cast<size_t>(c) * kPerComm + static_cast<size_t>(k)) * kSize;
   };
   // Comm c's message k: its own size and content.
-  auto size_of = [&](int c, int k) { return kSize - static_cast<size_t>(c) - 2 * static_cast<size_t>(k % 7); };
+  auto size_of = [&](int c, int k) {
+    return kSize - static_cast<size_t>(c) - 2 * static_cast<size_t>(k % 7);
+  };
   auto msg_of = [&](int round, int c, int k) { return round * 100000 + c * 1000 + k; };
   for (int round = 0; round < 3; ++round) {
     if (round == 2) {
@@ -239,7 +282,9 @@ int shared_body(Side& s) {
       for (int c = 1; c >= 0; --c) {
         fill(at(sbuf, c, k), size_of(c, k), s.rank, msg_of(round, c, k));
         void* req = nullptr;
-        CHILD_CHECK(post_send(p, s.send_comms[c], at(sbuf, c, k), size_of(c, k), kTag, smh[c], &req) == 0, "isend");
+        CHILD_CHECK(
+            post_send(p, s.send_comms[c], at(sbuf, c, k), size_of(c, k), kTag, smh[c], &req) == 0,
+            "isend");
         reqs.push_back(req);
       }
     }
@@ -248,9 +293,11 @@ int shared_body(Side& s) {
     for (int k = 0; k < kPerComm; ++k) {
       for (int c = 0; c < 2; ++c) {
         const int i = 2 * k + c;
-        CHILD_CHECK(static_cast<size_t>(got[i]) == size_of(c, k), "comm %d message %d: %d bytes, expected %zu", c, k, got[i], size_of(c, k));
-        CHILD_CHECK(verify(at(rbuf, c, k), size_of(c, k), 1 - s.rank, msg_of(round, c, k)) == SIZE_MAX,
-                    "comm %d message %d carries another comm's data", c, k);
+        CHILD_CHECK(static_cast<size_t>(got[i]) == size_of(c, k),
+                    "comm %d message %d: %d bytes, expected %zu", c, k, got[i], size_of(c, k));
+        CHILD_CHECK(
+            verify(at(rbuf, c, k), size_of(c, k), 1 - s.rank, msg_of(round, c, k)) == SIZE_MAX,
+            "comm %d message %d carries another comm's data", c, k);
       }
     }
     CHILD_CHECK(s.oob.barrier(kTimeoutMs), "barrier");
@@ -264,7 +311,8 @@ int shared_body(Side& s) {
 
 }  // namespace
 
-TEST_CASE("every size from 0 B to 16 MiB arrives intact, with its size reported", "[plugin][sendrecv]") {
+TEST_CASE("every size from 0 B to 16 MiB arrives intact, with its size reported",
+          "[plugin][sendrecv]") {
   for (const std::string& prov : real_providers()) {
     PairOptions opt;
     opt.provider = prov;
@@ -288,7 +336,8 @@ TEST_CASE("grouped receives put each tag in its own buffer", "[plugin][sendrecv]
   }
 }
 
-TEST_CASE("32 requests in flight on several comms at once, matched in order", "[plugin][sendrecv]") {
+TEST_CASE("32 requests in flight on several comms at once, matched in order",
+          "[plugin][sendrecv]") {
   for (const std::string& prov : real_providers()) {
     PairOptions opt;
     opt.provider = prov;
@@ -311,7 +360,8 @@ TEST_CASE("every ABI version from v6 to v11 moves data", "[plugin][abi]") {
   }
 }
 
-TEST_CASE("comms to one peer and a listen comm share an endpoint and keep their traffic apart", "[plugin][sendrecv][shared]") {
+TEST_CASE("comms to one peer and a listen comm share an endpoint and keep their traffic apart",
+          "[plugin][sendrecv][shared]") {
   for (const std::string& prov : real_providers()) {
     PairOptions opt;
     opt.provider = prov;

@@ -2,8 +2,8 @@
 // on both protocols: the traffic of issue 15 and its variations. A failure prints its seed;
 // NF_STRESS_SEED=<seed> replays it, NF_STRESS_SEEDS=<n> runs more seeds per case, NF_STRESS_ABI=<v>
 // loads the plugin through ncclNetPlugin_v<v> (6..11; default the newest).
-#include <catch2/catch.hpp>
 #include <malloc.h>
+#include <catch2/catch.hpp>
 
 #include <unistd.h>
 
@@ -37,10 +37,11 @@ bool run_two(const std::string& provider, const char* protocol, const DriverConf
   if (const char* v = getenv("NF_STRESS_ABI")) opt.abi_version = atoi(v);  // 0: the newest
   for (const auto& kv : env) opt.env.push_back(kv);
   std::string log;
-  const bool ok = run_pair(opt, [&](Side& s) { return drive_pair_side(s, cfg); }, &log);
+  const bool ok = run_pair(
+      opt, [&](Side& s) { return drive_pair_side(s, cfg); }, &log);
   if (!ok) {
     UNSCOPED_INFO(provider << " / " << protocol << ": " << describe(cfg) << ": " << log
-                  << " (replay: NF_STRESS_SEED=" << cfg.seed << ")");
+                           << " (replay: NF_STRESS_SEED=" << cfg.seed << ")");
   }
   return ok;
 }
@@ -51,12 +52,13 @@ bool run_mock(const char* protocol, const DriverConfig& cfg,
   opt.env.push_back({"NCCL_FABRIC_PROTOCOL", protocol});
   for (const auto& kv : faults) opt.env.push_back(kv);
   std::string log;
-  const bool ok = run_single(opt, [&](nfc::NetPlugin& p) { return drive_single(p, cfg); }, &log);
+  const bool ok = run_single(
+      opt, [&](nfc::NetPlugin& p) { return drive_single(p, cfg); }, &log);
   if (!ok) {
     std::string f;
     for (const auto& kv : faults) f += " " + kv.first + "=" + kv.second;
     UNSCOPED_INFO("mock /" << protocol << f << ": " << describe(cfg) << ": " << log
-                  << " (replay: NF_STRESS_SEED=" << cfg.seed << ")");
+                           << " (replay: NF_STRESS_SEED=" << cfg.seed << ")");
   }
   return ok;
 }
@@ -78,7 +80,8 @@ DriverConfig variation(uint64_t seed) {
   c.window = 1 + pick(8);
   c.group_max = 1 + pick(8);
   c.group_fixed = pick(2) == 0;
-  c.tags = c.group_max == 1 ? TagMode::kRank : (pick(2) == 0 ? TagMode::kDistinct : TagMode::kRepeated);
+  c.tags =
+      c.group_max == 1 ? TagMode::kRank : (pick(2) == 0 ? TagMode::kDistinct : TagMode::kRepeated);
   c.shuffle_sends = pick(2) == 0;
   // Keep memory modest: comms x window x group x slot.
   c.slot_bytes = (1u << 20) + 4096;
@@ -95,8 +98,9 @@ DriverConfig variation(uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("stress: issue 15's traffic (3 comms, 8 in flight, 0 B..16 MiB) on tcp and shm, both protocols",
-          "[stress]") {
+TEST_CASE(
+    "stress: issue 15's traffic (3 comms, 8 in flight, 0 B..16 MiB) on tcp and shm, both protocols",
+    "[stress]") {
   const int seeds = stress_seeds(2);
   for (const std::string& prov : real_providers()) {
     for (const char* proto : kProtocols) {
@@ -109,7 +113,8 @@ TEST_CASE("stress: issue 15's traffic (3 comms, 8 in flight, 0 B..16 MiB) on tcp
   }
 }
 
-TEST_CASE("stress: a 1 s peer timeout under full load declares no live peer dead", "[stress][peers]") {
+TEST_CASE("stress: a 1 s peer timeout under full load declares no live peer dead",
+          "[stress][peers]") {
   // Two processes on two cores moving 16 MiB messages as fast as they can, three comms, eight in
   // flight: probes and their answers compete with the data for the CPU and the connection. With
   // NCCL_FABRIC_PEER_TIMEOUT=1 a false positive would fail the run.
@@ -123,8 +128,10 @@ TEST_CASE("stress: a 1 s peer timeout under full load declares no live peer dead
   }
 }
 
-TEST_CASE("stress: issue 15's traffic through ncclNetPlugin_v9 and _v8 (one default context, no finalize)",
-          "[stress][abi]") {
+TEST_CASE(
+    "stress: issue 15's traffic through ncclNetPlugin_v9 and _v8 (one default context, no "
+    "finalize)",
+    "[stress][abi]") {
   // NCCL before 2.27 loads v8-v10: one context for the process, and (v8) the optional-completion
   // hint cleared by the shim, int sizes. The driver's sizes stay below 2 GiB.
   for (int abi : {9, 8}) {
@@ -137,7 +144,8 @@ TEST_CASE("stress: issue 15's traffic through ncclNetPlugin_v9 and _v8 (one defa
       opt.abi_version = abi;
       std::string log;
       INFO(prov << " v" << abi << ": " << describe(c));
-      CHECK(run_pair(opt, [&](Side& s) { return drive_pair_side(s, c); }, &log));
+      CHECK(run_pair(
+          opt, [&](Side& s) { return drive_pair_side(s, c); }, &log));
     }
   }
 }
@@ -181,8 +189,12 @@ TEST_CASE("stress: the mock EFA provider with EAGAIN, delayed, reordered and spl
       {{"MOCKEFA_EAGAIN_EVERY", "3"}},
       {{"MOCKEFA_CQ_DELAY", "3"}, {"MOCKEFA_CQ_REORDER", "1"}},
       {{"MOCKEFA_WIRE_DELAY", "2"}, {"MOCKEFA_WIRE_REORDER", "1"}, {"MOCKEFA_LAND_CHUNK", "65536"}},
-      {{"MOCKEFA_EAGAIN_EVERY", "5"}, {"MOCKEFA_CQ_DELAY", "2"}, {"MOCKEFA_CQ_REORDER", "1"},
-       {"MOCKEFA_WIRE_DELAY", "1"}, {"MOCKEFA_WIRE_REORDER", "1"}, {"MOCKEFA_LAND_CHUNK", "262144"}},
+      {{"MOCKEFA_EAGAIN_EVERY", "5"},
+       {"MOCKEFA_CQ_DELAY", "2"},
+       {"MOCKEFA_CQ_REORDER", "1"},
+       {"MOCKEFA_WIRE_DELAY", "1"},
+       {"MOCKEFA_WIRE_REORDER", "1"},
+       {"MOCKEFA_LAND_CHUNK", "262144"}},
   };
   const int seeds = stress_seeds(1);
   for (const char* proto : kProtocols) {
@@ -192,7 +204,8 @@ TEST_CASE("stress: the mock EFA provider with EAGAIN, delayed, reordered and spl
         c.seed = stress_seed(static_cast<uint64_t>(200 + k + static_cast<int>(f)));
         c.messages = 24;
         CHECK(run_mock(proto, c, faults[f]));
-        DriverConfig v = variation(stress_seed(static_cast<uint64_t>(300 + k + static_cast<int>(f))));
+        DriverConfig v =
+            variation(stress_seed(static_cast<uint64_t>(300 + k + static_cast<int>(f))));
         v.comms_10 = 1 + v.comms_10 % 3;
         v.comms_01 = 1 + v.comms_01 % 3;
         std::vector<std::pair<std::string, std::string>> env = faults[f];
@@ -203,7 +216,8 @@ TEST_CASE("stress: the mock EFA provider with EAGAIN, delayed, reordered and spl
   }
 }
 
-TEST_CASE("stress: a second thread registers and deregisters while data flows", "[stress][threads]") {
+TEST_CASE("stress: a second thread registers and deregisters while data flows",
+          "[stress][threads]") {
   for (const char* proto : kProtocols) {
     DriverConfig c;
     c.seed = stress_seed(11);
@@ -249,8 +263,11 @@ int oversize_body(Side& s, size_t send, size_t cap) {
     CHILD_CHECK(post_recv(p, comm, 1, d, c, t, m, &req) == 0, "irecv");
     int sizes[64] = {0};
     const int r = wait_request(p, req, sizes, 20000);
-    CHILD_CHECK(r != -1, "the receive of %zu bytes for a %zu-byte message is still pending after 20 s", cap, send);
-    CHILD_CHECK(r != 0, "the receive of %zu bytes completed (%d bytes) for a %zu-byte message", cap, sizes[0], send);
+    CHILD_CHECK(r != -1,
+                "the receive of %zu bytes for a %zu-byte message is still pending after 20 s", cap,
+                send);
+    CHILD_CHECK(r != 0, "the receive of %zu bytes completed (%d bytes) for a %zu-byte message", cap,
+                sizes[0], send);
     for (size_t i = cap; i < buf.size(); ++i)
       CHILD_CHECK(buf[i] == 0x5a, "byte %zu past the %zu-byte receive was written", i, cap);
   }
@@ -280,7 +297,8 @@ TEST_CASE("stress: a message larger than its receive fails the receive in bounde
         opt.comms = 1;
         std::string log;
         INFO(prov << " / " << proto << ": " << k.send << " bytes into " << k.cap);
-        CHECK(run_pair(opt, [&](Side& s) { return oversize_body(s, k.send, k.cap); }, &log));
+        CHECK(run_pair(
+            opt, [&](Side& s) { return oversize_body(s, k.send, k.cap); }, &log));
       }
     }
   }
@@ -294,7 +312,8 @@ TEST_CASE("stress: replay", "[.replay]") {
   DriverConfig c = getenv("NF_STRESS_VARIATION") ? variation(stress_seed(1)) : DriverConfig();
   c.seed = stress_seed(1);
   std::vector<std::pair<std::string, std::string>> env;
-  for (const char* k : {"NCCL_FABRIC_EAGER_MAX", "NCCL_FABRIC_WRITE_CHUNK", "NCCL_FABRIC_MAX_RECVS", "NCCL_DEBUG"})
+  for (const char* k :
+       {"NCCL_FABRIC_EAGER_MAX", "NCCL_FABRIC_WRITE_CHUNK", "NCCL_FABRIC_MAX_RECVS", "NCCL_DEBUG"})
     if (getenv(k)) env.push_back({k, getenv(k)});
   CHECK(run_two(prov, p, c, env));
 }
@@ -364,7 +383,8 @@ int soak_body(nfc::NetPlugin& p, int seconds) {
   for (size_t i = warm; i < samples.size(); ++i) {
     CHILD_CHECK(samples[i].mrs == samples[warm].mrs && samples[i].eps == samples[warm].eps,
                 "round %zu: %llu registrations and %llu endpoints open, %llu and %llu after the "
-                "warm-up", i, static_cast<unsigned long long>(samples[i].mrs),
+                "warm-up",
+                i, static_cast<unsigned long long>(samples[i].mrs),
                 static_cast<unsigned long long>(samples[i].eps),
                 static_cast<unsigned long long>(samples[warm].mrs),
                 static_cast<unsigned long long>(samples[warm].eps));
@@ -374,12 +394,12 @@ int soak_body(nfc::NetPlugin& p, int seconds) {
     rss = std::max(rss, samples[i].rss);
     heap = std::max(heap, samples[i].heap);
   }
-  fprintf(stderr, "soak: %d rounds in %.0f s; between rounds: heap in use %.1f MiB after the "
+  fprintf(stderr,
+          "soak: %d rounds in %.0f s; between rounds: heap in use %.1f MiB after the "
           "warm-up, %.1f MiB at the end, resident %.1f / %.1f MiB (peaks of each half); %llu "
           "registrations, %llu endpoints open\n",
           round, elapsed(), heap_warm / 1048576.0, heap_end / 1048576.0, rss_warm / 1048576.0,
-          rss_end / 1048576.0,
-          static_cast<unsigned long long>(samples.back().mrs),
+          rss_end / 1048576.0, static_cast<unsigned long long>(samples.back().mrs),
           static_cast<unsigned long long>(samples.back().eps));
   // Flat: between rounds every comm is closed, so the heap in use comes back to the same level
   // whatever the round did; the second half's peak may be at most 4 MiB above the first half's (a
@@ -403,26 +423,33 @@ int soak_body(nfc::NetPlugin& p, int seconds) {
     fprintf(stderr, "soak: AddressSanitizer build: resident memory not checked\n");
     return 0;
   }
-  CHILD_CHECK(heap_end <= heap_warm + (4u << 20), "heap in use between rounds grew from %.1f to "
-              "%.1f MiB", heap_warm / 1048576.0, heap_end / 1048576.0);
+  CHILD_CHECK(heap_end <= heap_warm + (4u << 20),
+              "heap in use between rounds grew from %.1f to "
+              "%.1f MiB",
+              heap_warm / 1048576.0, heap_end / 1048576.0);
   return 0;
 }
 
 }  // namespace
 
-TEST_CASE("soak: comms opened and closed, registrations made and dropped, mock faults; memory stays flat",
-          "[stress][soak]") {
+TEST_CASE(
+    "soak: comms opened and closed, registrations made and dropped, mock faults; memory stays flat",
+    "[stress][soak]") {
   for (const char* proto : kProtocols) {
     PairOptions opt = mock_options();
     opt.env.push_back({"NCCL_FABRIC_PROTOCOL", proto});
-    for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
-             {"MOCKEFA_EAGAIN_EVERY", "7"}, {"MOCKEFA_CQ_DELAY", "2"}, {"MOCKEFA_CQ_REORDER", "1"},
-             {"MOCKEFA_WIRE_REORDER", "1"}, {"MOCKEFA_LAND_CHUNK", "262144"}})
+    for (const auto& kv :
+         std::vector<std::pair<std::string, std::string>>{{"MOCKEFA_EAGAIN_EVERY", "7"},
+                                                          {"MOCKEFA_CQ_DELAY", "2"},
+                                                          {"MOCKEFA_CQ_REORDER", "1"},
+                                                          {"MOCKEFA_WIRE_REORDER", "1"},
+                                                          {"MOCKEFA_LAND_CHUNK", "262144"}})
       opt.env.push_back(kv);
     const int seconds = soak_seconds() / 2;
     std::string log;
     INFO(proto);
-    CHECK(run_single(opt, [&](nfc::NetPlugin& p) { return soak_body(p, seconds); }, &log));
+    CHECK(run_single(
+        opt, [&](nfc::NetPlugin& p) { return soak_body(p, seconds); }, &log));
     if (!log.empty()) WARN(log);
   }
 }

@@ -77,7 +77,8 @@ TEST_CASE("the tuner library exports only ncclTunerPlugin_v2..v6", "[plugin][sym
   CHECK(exported(lib) == expected);
 }
 
-TEST_CASE("each version's table is complete where NCCL calls it and NULL where it must be", "[plugin][symbols]") {
+TEST_CASE("each version's table is complete where NCCL calls it and NULL where it must be",
+          "[plugin][symbols]") {
   for (int v = 6; v <= 11; ++v) {
     INFO("v" << v);
     nfc::NetPlugin p;
@@ -105,9 +106,9 @@ TEST_CASE("each version's table is complete where NCCL calls it and NULL where i
     if (v == 11) {
       const auto* t11 = static_cast<const ncclNet_v11_t*>(p.table());
       CHECK(t11->finalize != nullptr);
-      CHECK(t11->getDeviceMr == nullptr);   // host plugin: no device offload
+      CHECK(t11->getDeviceMr == nullptr);  // host plugin: no device offload
       CHECK(t11->irecvConsumed == nullptr);
-      CHECK(t11->makeVDevice == nullptr);   // no NIC fusion yet
+      CHECK(t11->makeVDevice == nullptr);  // no NIC fusion yet
       CHECK(t11->setNetAttr == nullptr);
     }
   }
@@ -117,25 +118,31 @@ TEST_CASE("getProperties reports honest, NCCL-valid values", "[plugin][props]") 
   PairOptions opt;
   opt.provider = "tcp;ofi_rxm";
   std::string log;
-  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-    int n = 0;
-    CHILD_CHECK(p.devices(&n) == ncclSuccess && n >= 1, "devices");
-    for (int d = 0; d < n; ++d) {
-      nfc::NetProps props;
-      CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "getProperties(%d)", d);
-      CHILD_CHECK(!props.name.empty(), "device %d has no name", d);
-      CHILD_CHECK(props.ptr_support == NCCL_PTR_HOST, "ptrSupport %d: host only in this build", props.ptr_support);
-      CHILD_CHECK(props.max_recvs >= 1 && props.max_recvs <= 8, "maxRecvs %d", props.max_recvs);
-      CHILD_CHECK(props.max_comms >= 1, "maxComms %d", props.max_comms);
-      CHILD_CHECK(props.max_p2p_bytes > 0 && props.max_p2p_bytes <= (1ull << 40), "maxP2pBytes %zu", props.max_p2p_bytes);
-      // NCCL plans bandwidth from speed (Mb/s): 0 would be a device it cannot plan with.
-      CHILD_CHECK(props.speed > 0, "device %d (%s): speed %d Mb/s", d, props.name.c_str(),
-                  props.speed);
-    }
-    nfc::NetProps none;
-    CHILD_CHECK(p.properties(n, &none) != ncclSuccess, "getProperties past the last device must fail");
-    return 0;
-  }, &log));
+  CHECK(run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        int n = 0;
+        CHILD_CHECK(p.devices(&n) == ncclSuccess && n >= 1, "devices");
+        for (int d = 0; d < n; ++d) {
+          nfc::NetProps props;
+          CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "getProperties(%d)", d);
+          CHILD_CHECK(!props.name.empty(), "device %d has no name", d);
+          CHILD_CHECK(props.ptr_support == NCCL_PTR_HOST, "ptrSupport %d: host only in this build",
+                      props.ptr_support);
+          CHILD_CHECK(props.max_recvs >= 1 && props.max_recvs <= 8, "maxRecvs %d", props.max_recvs);
+          CHILD_CHECK(props.max_comms >= 1, "maxComms %d", props.max_comms);
+          CHILD_CHECK(props.max_p2p_bytes > 0 && props.max_p2p_bytes <= (1ull << 40),
+                      "maxP2pBytes %zu", props.max_p2p_bytes);
+          // NCCL plans bandwidth from speed (Mb/s): 0 would be a device it cannot plan with.
+          CHILD_CHECK(props.speed > 0, "device %d (%s): speed %d Mb/s", d, props.name.c_str(),
+                      props.speed);
+        }
+        nfc::NetProps none;
+        CHILD_CHECK(p.properties(n, &none) != ncclSuccess,
+                    "getProperties past the last device must fail");
+        return 0;
+      },
+      &log));
 }
 
 // docs/configuration.md#speed: NCCL_FABRIC_SPEED, else the link's speed, else the platform row's
@@ -155,9 +162,8 @@ TEST_CASE("getProperties reports a non-zero speed on every provider, and where i
        "lo"},
       {"shm", speed_options("shm"), 100000, "(default for provider 'shm'", ""},
       {"mock EFA", speed_options("mockefa"), 100000, "(provider link attribute)", ""},
-      {"mock EFA without a link speed",
-       speed_options("mockefa", "", {{"MOCKEFA_LINK_SPEED", "0"}}), 10000,
-       "(default for provider 'mockefa'", ""},
+      {"mock EFA without a link speed", speed_options("mockefa", "", {{"MOCKEFA_LINK_SPEED", "0"}}),
+       10000, "(default for provider 'mockefa'", ""},
       // NCCL_FABRIC_SPEED is per NIC, and wins.
       {"tcp on lo, NCCL_FABRIC_SPEED", speed_options("tcp;ofi_rxm", "12345"), 12345,
        "(NCCL_FABRIC_SPEED)", "lo"},
@@ -179,33 +185,36 @@ TEST_CASE("getProperties reports a non-zero speed on every provider, and where i
     const std::string what = c.what;
     const std::string name = c.name;
     std::string log;
-    CHECK(run_single(c.opt, [&](nfc::NetPlugin& p) {
-      int n = 0;
-      CHILD_CHECK(p.devices(&n) == ncclSuccess && n >= 1, "%s: devices", what.c_str());
-      for (int d = 0; d < n; ++d) {
-        nfc::NetProps props;
-        CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "%s: getProperties(%d)",
-                    what.c_str(), d);
-        CHILD_CHECK(props.speed > 0, "%s: device %d (%s) speed %d Mb/s", what.c_str(), d,
-                    props.name.c_str(), props.speed);
-        if (d != 0) continue;
-        CHILD_CHECK(props.speed == want, "%s: device 0 (%s) speed %d Mb/s, expected %d",
-                    what.c_str(), props.name.c_str(), props.speed, want);
-        CHILD_CHECK(name.empty() || props.name == name, "%s: device 0 is %s, expected %s",
-                    what.c_str(), props.name.c_str(), name.c_str());
-      }
-      // Once per NIC at INFO: "NIC 0: lo pci=none speed=10000 Mb/s (default for provider ...".
-      const std::string* line = logged("NIC 0: ");
-      CHILD_CHECK(line != nullptr, "%s: no NIC line in the log", what.c_str());
-      CHILD_CHECK(line->find(" Mb/s " + source) != std::string::npos,
-                  "%s: NIC line '%s' does not give the source '%s'", what.c_str(), line->c_str(),
-                  source.c_str());
-      const std::string* dev = logged("device 0: ");
-      CHILD_CHECK(dev != nullptr && dev->find("speed=" + std::to_string(want) + " Mb/s") !=
-                                        std::string::npos,
-                  "%s: device line '%s'", what.c_str(), dev ? dev->c_str() : "(none)");
-      return 0;
-    }, &log));
+    CHECK(run_single(
+        c.opt,
+        [&](nfc::NetPlugin& p) {
+          int n = 0;
+          CHILD_CHECK(p.devices(&n) == ncclSuccess && n >= 1, "%s: devices", what.c_str());
+          for (int d = 0; d < n; ++d) {
+            nfc::NetProps props;
+            CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "%s: getProperties(%d)",
+                        what.c_str(), d);
+            CHILD_CHECK(props.speed > 0, "%s: device %d (%s) speed %d Mb/s", what.c_str(), d,
+                        props.name.c_str(), props.speed);
+            if (d != 0) continue;
+            CHILD_CHECK(props.speed == want, "%s: device 0 (%s) speed %d Mb/s, expected %d",
+                        what.c_str(), props.name.c_str(), props.speed, want);
+            CHILD_CHECK(name.empty() || props.name == name, "%s: device 0 is %s, expected %s",
+                        what.c_str(), props.name.c_str(), name.c_str());
+          }
+          // Once per NIC at INFO: "NIC 0: lo pci=none speed=10000 Mb/s (default for provider ...".
+          const std::string* line = logged("NIC 0: ");
+          CHILD_CHECK(line != nullptr, "%s: no NIC line in the log", what.c_str());
+          CHILD_CHECK(line->find(" Mb/s " + source) != std::string::npos,
+                      "%s: NIC line '%s' does not give the source '%s'", what.c_str(),
+                      line->c_str(), source.c_str());
+          const std::string* dev = logged("device 0: ");
+          CHILD_CHECK(dev != nullptr &&
+                          dev->find("speed=" + std::to_string(want) + " Mb/s") != std::string::npos,
+                      "%s: device line '%s'", what.c_str(), dev ? dev->c_str() : "(none)");
+          return 0;
+        },
+        &log));
   }
 }
 
@@ -241,23 +250,28 @@ TEST_CASE("a bad NCCL_FABRIC_SPEED fails init with a WARN that names it",
   }
 }
 
-TEST_CASE("with no provider named, init picks one from the preference list and skips loopback", "[plugin][props]") {
+TEST_CASE("with no provider named, init picks one from the preference list and skips loopback",
+          "[plugin][props]") {
   PairOptions opt;  // provider left empty: NCCL_FABRIC_PROVIDER unset
   opt.env = {{"FI_TCP_IFACE", ""}};
   std::string log;
-  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-    int n = 0;
-    CHILD_CHECK(p.devices(&n) == ncclSuccess && n >= 1, "devices");
-    for (int d = 0; d < n; ++d) {
-      nfc::NetProps props;
-      CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "getProperties");
-      CHILD_CHECK(props.name != "lo" || n == 1, "loopback listed beside %d other device(s)", n - 1);
-      if (!props.pci_path.empty()) {
-        const std::string last = props.pci_path.substr(props.pci_path.rfind('/') + 1);
-        CHILD_CHECK(last.size() == 12 && last[4] == ':' && last[7] == ':' && last[10] == '.',
-                    "pciPath %s does not end at a PCI function", props.pci_path.c_str());
-      }
-    }
-    return 0;
-  }, &log));
+  CHECK(run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        int n = 0;
+        CHILD_CHECK(p.devices(&n) == ncclSuccess && n >= 1, "devices");
+        for (int d = 0; d < n; ++d) {
+          nfc::NetProps props;
+          CHILD_CHECK(p.properties(d, &props) == ncclSuccess, "getProperties");
+          CHILD_CHECK(props.name != "lo" || n == 1, "loopback listed beside %d other device(s)",
+                      n - 1);
+          if (!props.pci_path.empty()) {
+            const std::string last = props.pci_path.substr(props.pci_path.rfind('/') + 1);
+            CHILD_CHECK(last.size() == 12 && last[4] == ':' && last[7] == ':' && last[10] == '.',
+                        "pciPath %s does not end at a PCI function", props.pci_path.c_str());
+          }
+        }
+        return 0;
+      },
+      &log));
 }

@@ -27,7 +27,8 @@ int threads_body(nfc::NetPlugin& p) {
     int rounds = 0;
     while (!stop.load() || rounds < 3) {
       void* mh = nullptr;
-      if (p.reg_mr(rounds % 2 ? sc : rc, scratch.data(), scratch.size(), NCCL_PTR_HOST, &mh) != ncclSuccess ||
+      if (p.reg_mr(rounds % 2 ? sc : rc, scratch.data(), scratch.size(), NCCL_PTR_HOST, &mh) !=
+              ncclSuccess ||
           p.dereg_mr(rounds % 2 ? sc : rc, mh) != ncclSuccess)
         ++service_errors;
       nfc::NetProps props;
@@ -89,7 +90,8 @@ int threads_body(nfc::NetPlugin& p) {
 
 }  // namespace
 
-TEST_CASE("the data path runs while another thread registers, connects and queries", "[plugin][threads]") {
+TEST_CASE("the data path runs while another thread registers, connects and queries",
+          "[plugin][threads]") {
   PairOptions tcp;
   tcp.provider = "tcp;ofi_rxm";
   for (const PairOptions& opt : {tcp, mock_options()}) {

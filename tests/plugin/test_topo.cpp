@@ -103,14 +103,17 @@ TEST_CASE("p5.48xlarge: 32 EFA become 8 devices of 4 rails at 400 Gb/s", "[plugi
   PairOptions opt = topo_options("p5.48xlarge", 32);
   opt.env.push_back({"MOCKEFA_PCI_ADDRS", p5_addrs()});
   std::string log;
-  CHECK(run_single(opt, [](nfc::NetPlugin& p) {
-    if (check_devices(p, 8, 4) != 0) return 1;
-    nfc::NetProps props;
-    CHILD_CHECK(p.properties(0, &props) == ncclSuccess, "getProperties(0)");
-    CHILD_CHECK(props.name == "rdmap79s0-rdm+rdmap80s0-rdm+rdmap81s0-rdm+rdmap82s0-rdm",
-                "device 0 is %s", props.name.c_str());
-    return send_one(p, 7);
-  }, &log));
+  CHECK(run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        if (check_devices(p, 8, 4) != 0) return 1;
+        nfc::NetProps props;
+        CHILD_CHECK(p.properties(0, &props) == ncclSuccess, "getProperties(0)");
+        CHILD_CHECK(props.name == "rdmap79s0-rdm+rdmap80s0-rdm+rdmap81s0-rdm+rdmap82s0-rdm",
+                    "device 0 is %s", props.name.c_str());
+        return send_one(p, 7);
+      },
+      &log));
 }
 
 TEST_CASE("p5.48xlarge with NCCL_FABRIC_RAILS or NCCL_FABRIC_NIC_GROUPING set", "[plugin][topo]") {
@@ -119,24 +122,25 @@ TEST_CASE("p5.48xlarge with NCCL_FABRIC_RAILS or NCCL_FABRIC_NIC_GROUPING set", 
   std::string log;
   PairOptions rails = opt;
   rails.env.push_back({"NCCL_FABRIC_RAILS", "2"});
-  CHECK(run_single(rails, [](nfc::NetPlugin& p) { return check_devices(p, 16, 2); }, &log));
+  CHECK(run_single(
+      rails, [](nfc::NetPlugin& p) { return check_devices(p, 16, 2); }, &log));
   PairOptions none = opt;
   none.env.push_back({"NCCL_FABRIC_NIC_GROUPING", "none"});
-  CHECK(run_single(none, [](nfc::NetPlugin& p) { return check_devices(p, 32, 1); }, &log));
+  CHECK(run_single(
+      none, [](nfc::NetPlugin& p) { return check_devices(p, 32, 1); }, &log));
 }
 
 TEST_CASE("p4d.24xlarge: 4 EFA for 8 GPUs stay 4 devices of 1 rail", "[plugin][topo]") {
   std::string log;
-  CHECK(run_single(topo_options("p4d.24xlarge", 4), [](nfc::NetPlugin& p) {
-    return check_devices(p, 4, 1);
-  }, &log));
+  CHECK(run_single(
+      topo_options("p4d.24xlarge", 4), [](nfc::NetPlugin& p) { return check_devices(p, 4, 1); },
+      &log));
 }
 
 TEST_CASE("no PCI data in the topology: one device per NIC", "[plugin][topo]") {
   std::string log;
-  CHECK(run_single(topo_options("nopci", 4), [](nfc::NetPlugin& p) {
-    return check_devices(p, 4, 1);
-  }, &log));
+  CHECK(run_single(
+      topo_options("nopci", 4), [](nfc::NetPlugin& p) { return check_devices(p, 4, 1); }, &log));
 }
 
 TEST_CASE("a bad NCCL_FABRIC_NIC_GROUPING fails init", "[plugin][topo]") {
@@ -146,8 +150,10 @@ TEST_CASE("a bad NCCL_FABRIC_NIC_GROUPING fails init", "[plugin][topo]") {
   const int pid = fork();
   if (pid == 0) {
     for (const auto& kv : opt.env) {
-      if (kv.second.empty()) unsetenv(kv.first.c_str());
-      else setenv(kv.first.c_str(), kv.second.c_str(), 1);
+      if (kv.second.empty())
+        unsetenv(kv.first.c_str());
+      else
+        setenv(kv.first.c_str(), kv.second.c_str(), 1);
     }
     setenv("NCCL_FABRIC_PROVIDER", opt.provider.c_str(), 1);
     nfc::NetPlugin p;

@@ -9,11 +9,11 @@
 #include "tools/tune/nccltests.h"
 
 using nf::Status;
+using nf::tune::calibrate;
 using nf::tune::CalibrateOptions;
+using nf::tune::load_nccl_tests;
 using nf::tune::NcclTestsLog;
 using nf::tune::NcclTestsRow;
-using nf::tune::calibrate;
-using nf::tune::load_nccl_tests;
 using nf::tune::parse_nccl_tests;
 namespace tuner = nf::tuner;
 
@@ -188,8 +188,8 @@ TEST_CASE("untagged -c 0 log: #wrong N/A, collective from the file name", "[cali
 
 TEST_CASE("out-of-place-only log with mixed-case NCCL_ALGO/NCCL_PROTO", "[calibrate]") {
   const NcclTestsLog log = load(synth("tree-simple"));
-  CHECK(log.algo == kTree);  // "TREE"
-  CHECK(log.proto == kSimple);  // "Simple"
+  CHECK(log.algo == kTree);        // "TREE"
+  CHECK(log.proto == kSimple);     // "Simple"
   REQUIRE(log.rows.size() == 22);  // maxBytes reduced to 16 MiB
   CHECK(log.rows.back().bytes == 16u << 20);
   CHECK(log.rows.back().time_us == Approx(4041.5));
@@ -211,7 +211,8 @@ TEST_CASE("all_gather_perf log with redop none", "[calibrate]") {
 TEST_CASE("NCCL_ALGO that is not one plain algorithm is unknown", "[calibrate]") {
   auto algo_of = [](const std::string& value) {
     const std::string info = "[1,0]<stdout>:h0:1:1 [0] NCCL INFO NCCL_ALGO set by environment to " +
-                             value + "\n[1,0]<stdout>:h0:1:1 [0] NCCL INFO NCCL_PROTO set by "
+                             value +
+                             "\n[1,0]<stdout>:h0:1:1 [0] NCCL INFO NCCL_PROTO set by "
                              "environment to LL128\n";
     NcclTestsLog log;
     std::string error;
@@ -230,8 +231,9 @@ TEST_CASE("NCCL_ALGO that is not one plain algorithm is unknown", "[calibrate]")
   CHECK(algo_of("Bogus") == -1);
 
   // Ranks that disagree leave it unknown.
-  const std::string two = "h0:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
-                          "h1:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Tree\n";
+  const std::string two =
+      "h0:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
+      "h1:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Tree\n";
   NcclTestsLog log;
   std::string error;
   REQUIRE(parse_nccl_tests(mini_log(two, kRows), "x.log", &log, &error) == Status::kOk);
@@ -269,18 +271,21 @@ TEST_CASE("a malformed row fails with path and line", "[calibrate]") {
   };
   // mini_log: 2 lines, 2 Rank lines, version, '#', header, units: the first row is line 9.
   const std::string good = std::string(kRows);
-  std::string e = error_of(good + "          32             8     float     sum      -1    2x.00"
-                                  "    0.00    0.00      0    20.10    0.00    0.00      0\n");
+  std::string e = error_of(good +
+                           "          32             8     float     sum      -1    2x.00"
+                           "    0.00    0.00      0    20.10    0.00    0.00      0\n");
   CHECK(e.rfind("mem.log:11: ", 0) == 0);
   CHECK(e.find("2x.00") != std::string::npos);
   e = error_of("          32             8     float     sum      -1    20.00    0.00\n");
   CHECK(e.rfind("mem.log:9: ", 0) == 0);
   CHECK(e.find("7 fields") != std::string::npos);
-  e = error_of(good + "          32             8     float     sum      -1    20.00    0.00"
-                      "    0.00      x    20.10    0.00    0.00      0\n");
+  e = error_of(good +
+               "          32             8     float     sum      -1    20.00    0.00"
+               "    0.00      x    20.10    0.00    0.00      0\n");
   CHECK(e.rfind("mem.log:11: ", 0) == 0);
-  e = error_of("          32             8     float     sum      zz    20.00    0.00    0.00"
-               "      0    20.10    0.00    0.00      0\n");
+  e = error_of(
+      "          32             8     float     sum      zz    20.00    0.00    0.00"
+      "      0    20.10    0.00    0.00      0\n");
   CHECK(e.rfind("mem.log:9: ", 0) == 0);
   // With a tag prefix the line number is still the file's.
   e = error_of("[1,0]<stdout>:          32             8     float     sum      -1    20.00\n");
@@ -342,13 +347,14 @@ TEST_CASE("calibrate: five forced pairs, fastest pair per size merged into inter
     CHECK(r.chunk == 0);
     CHECK(r.line == 0);
   }
-  CHECK(rules[0].comment ==
-        "measured 8-2K: tree/ll 19.5 us vs next best ring/ll 27.2 us at 128");
+  CHECK(rules[0].comment == "measured 8-2K: tree/ll 19.5 us vs next best ring/ll 27.2 us at 128");
   // tree/ll's 32K row has #wrong 3, and tree/simple stops at 16M (memory limit).
-  CHECK(rules[2].comment == "measured 16K-128K: ring/ll128 61.0 us vs next best tree/simple "
-                            "67.6 us at 64K; #wrong > 0, not used: tree/ll at 32K");
-  CHECK(rules[3].comment == "measured 256K-64M: ring/simple 756.2 us vs next best tree/simple "
-                            "1046.6 us at 4M; not measured: tree/simple at 32M,64M");
+  CHECK(rules[2].comment ==
+        "measured 16K-128K: ring/ll128 61.0 us vs next best tree/simple "
+        "67.6 us at 64K; #wrong > 0, not used: tree/ll at 32K");
+  CHECK(rules[3].comment ==
+        "measured 256K-64M: ring/simple 756.2 us vs next best tree/simple "
+        "1046.6 us at 4M; not measured: tree/simple at 32M,64M");
 }
 
 TEST_CASE("calibrate: the tolerance decides near ties", "[calibrate]") {
@@ -382,9 +388,9 @@ TEST_CASE("calibrate: a tie keeps the previous size's winner", "[calibrate]") {
   std::vector<tuner::Rule> rules;
   std::string error;
   REQUIRE(calib(logs, &rules, &error) == Status::kOk);
-  check_rules(rules, {{0, 8192, kRing, kLL},
-                      {8192, 32768, kTree, kLL},
-                      {32768, tuner::kNoLimit, kRing, kLL}});
+  check_rules(
+      rules,
+      {{0, 8192, kRing, kLL}, {8192, 32768, kTree, kLL}, {32768, tuner::kNoLimit, kRing, kLL}});
   CHECK(rules[1].comment ==
         "measured 8K-16K: tree/ll 10.0 us vs ring/ll 9.9 us at 16K (within 3%, kept)");
 }
@@ -474,8 +480,7 @@ TEST_CASE("calibrate: inputs that cannot be compared are refused", "[calibrate]"
     CHECK(one_node.ranks_per_node == 4);
     logs.push_back(one_node);
     CHECK(calib(logs, &rules, &error) == Status::kInvalidArgument);
-    CHECK(error.find("one-node-all_reduce.log: 1 nodes, 4 ranks, 4 per node") !=
-          std::string::npos);
+    CHECK(error.find("one-node-all_reduce.log: 1 nodes, 4 ranks, 4 per node") != std::string::npos);
   }
   SECTION("different collectives") {
     std::vector<NcclTestsLog> logs = five_pairs();

@@ -347,8 +347,7 @@ TEST_CASE("nccl model: NCCL's published behaviour on 16 nodes x 8 H100", "[nccl_
       INFO(n << " bytes");
       CHECK((proto == NCCL_PROTO_LL || proto == NCCL_PROTO_LL128));
     }
-    CHECK(pick(costs(m, s, ncclFuncAllReduce, 8)) ==
-          std::make_pair(NCCL_ALGO_TREE, NCCL_PROTO_LL));
+    CHECK(pick(costs(m, s, ncclFuncAllReduce, 8)) == std::make_pair(NCCL_ALGO_TREE, NCCL_PROTO_LL));
   }
 
   SECTION("large AllReduce: Simple") {
@@ -485,8 +484,7 @@ TEST_CASE("nccl model: deterministic and safe to share between threads", "[nccl_
   const NcclModel ref = model_of(s);
   std::vector<NcclModel> out(4);
   std::vector<std::thread> threads;
-  for (NcclModel& m : out)
-    threads.emplace_back([&s, &m] { m = model_of(s); });
+  for (NcclModel& m : out) threads.emplace_back([&s, &m] { m = model_of(s); });
   for (std::thread& t : threads) t.join();
   for (const NcclModel& m : out) CHECK(std::memcmp(&m, &ref, sizeof(ref)) == 0);
 

@@ -109,8 +109,9 @@ TEST_CASE("every bad line is refused with its file, line and problem", "[rules]"
   CHECK(parse_error(ok) == "OK");
   CHECK(parse_error(ok + "allreduce [0,64K) * * * tree ll *\n") ==
         "r.txt:2: expected 9 columns (coll size nodes ranks rpn algo proto channels chunk), got 8");
-  CHECK(parse_error("alltoall * * * * ring ll * *\n").find("r.txt:1: unknown collective "
-                                                           "\"alltoall\"") == 0);
+  CHECK(parse_error("alltoall * * * * ring ll * *\n")
+            .find("r.txt:1: unknown collective "
+                  "\"alltoall\"") == 0);
   CHECK(parse_error("allreduce [64K,0) * * * ring ll * *\n").find("r.txt:1: empty size interval") ==
         0);
   CHECK(parse_error("allreduce [0,64K] * * * ring ll * *\n").find("r.txt:1: size must be") == 0);

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "tuner/nccl_model.h"
 #include "client/tuner_loader.h"
+#include "tuner/nccl_model.h"
 
 using namespace nfc;
 using namespace nf::tuner;
@@ -27,14 +27,18 @@ class Env {
   Env& set(const char* name, const char* value) {
     const char* old = std::getenv(name);
     saved_.push_back({name, old != nullptr, old != nullptr ? old : ""});
-    if (value != nullptr) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value != nullptr)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
     return *this;
   }
   ~Env() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->had) setenv(it->name.c_str(), it->value.c_str(), 1);
-      else unsetenv(it->name.c_str());
+      if (it->had)
+        setenv(it->name.c_str(), it->value.c_str(), 1);
+      else
+        unsetenv(it->name.c_str());
     }
   }
 
@@ -146,10 +150,14 @@ void expect_hands_off(int nodes, int rpn) {
 
 }  // namespace
 
-TEST_CASE("every version from both libraries: only available cells win, nothing outside the "
-          "table changes, nChannels stays in range", "[tuner][abi]") {
+TEST_CASE(
+    "every version from both libraries: only available cells win, nothing outside the "
+    "table changes, nChannels stays in range",
+    "[tuner][abi]") {
   Env env;
-  env.set("NCCL_FABRIC_PLATFORM", "p5.48xlarge").set("NCCL_ALGO", nullptr).set("NCCL_PROTO", nullptr);
+  env.set("NCCL_FABRIC_PLATFORM", "p5.48xlarge")
+      .set("NCCL_ALGO", nullptr)
+      .set("NCCL_PROTO", nullptr);
   std::mt19937 rng(7);
   for (bool tuner_only : {false, true}) {
     for (int v = 2; v <= 6; ++v) {
@@ -224,8 +232,8 @@ TEST_CASE("two threads on two communicators get the answers one thread gets", "[
   const Shape shapes[2] = {{16, 8}, {2, 1}};
   for (int i = 0; i < 2; ++i) {
     nccl_default_constants(&c[i]);
-    REQUIRE(lib.init(&ctx[i], static_cast<size_t>(shapes[i].nodes) * shapes[i].rpn,
-                     shapes[i].nodes, shapes[i].rpn, &c[i]) == ncclSuccess);
+    REQUIRE(lib.init(&ctx[i], static_cast<size_t>(shapes[i].nodes) * shapes[i].rpn, shapes[i].nodes,
+                     shapes[i].rpn, &c[i]) == ncclSuccess);
   }
   const std::vector<size_t> sizes = sizes_1b_to_16g();
   // What one thread sees.
@@ -245,7 +253,8 @@ TEST_CASE("two threads on two communicators get the answers one thread gets", "[
   auto run = [&](int i) {
     float base[5][32][7][3];
     for (int coll = 0; coll < 5; ++coll)
-      for (size_t k = 0; k < sizes.size(); ++k) nccl_table(shapes[i], coll, sizes[k], base[coll][k]);
+      for (size_t k = 0; k < sizes.size(); ++k)
+        nccl_table(shapes[i], coll, sizes[k], base[coll][k]);
     for (int round = 0; round < 200; ++round)
       for (int coll = 0; coll < 5; ++coll)
         for (size_t k = 0; k < sizes.size(); ++k) {
@@ -342,7 +351,8 @@ TEST_CASE("rules: first match wins, an ignored pair skips its rule, channels and
 
 TEST_CASE("a bad rules file or mode leaves every choice to NCCL, and init still succeeds",
           "[tuner][rules]") {
-  const std::string bad = temp_file("allreduce [0,64K) * * * tree ll * *\nallreduce [4M,1M) * * * ring ll * *\n");
+  const std::string bad =
+      temp_file("allreduce [0,64K) * * * tree ll * *\nallreduce [4M,1M) * * * ring ll * *\n");
   struct Case {
     const char* var;
     const char* value;
@@ -505,8 +515,10 @@ TEST_CASE("no model choices where there is nothing to correct: one node, unknown
   }
 }
 
-TEST_CASE("LL128 is never picked across nodes where the net plugin found the provider cannot "
-          "order 128-byte lines; NCCL_PROTO it set itself is not the user's", "[tuner][ll128]") {
+TEST_CASE(
+    "LL128 is never picked across nodes where the net plugin found the provider cannot "
+    "order 128-byte lines; NCCL_PROTO it set itself is not the user's",
+    "[tuner][ll128]") {
   // How often the model's pick (what NCCL then takes) is LL128, over collectives and sizes on 16
   // p5 nodes; with `off`, also that every LL128 cell is ignored.
   auto ll128_picks = [](bool off, int nodes, bool* cells_ignored) {

@@ -90,7 +90,7 @@ TEST_CASE("facts: the platform row gives the network and the GPUs", "[tuner][mod
   const CommShape s = shape_from_facts(f);
   CHECK(s.compcap_idx == NCCL_HOPPER_COMPCAP_IDX);
   CHECK(s.intra_link == NCCL_HW_NVLINK);
-  CHECK(s.n_channels == 32);                 // 4 NICs per GPU
+  CHECK(s.n_channels == 32);                   // 4 NICs per GPU
   CHECK(s.inter_bw_gbs == Approx(50.0 / 32));  // 400 Gb/s per GPU over 32 channels
   CHECK(s.nvls);
   const Platform* g5 = match_platform(platform_table(), "g5.8xlarge");
@@ -219,8 +219,10 @@ TEST_CASE("bands: a lookup returns the ranking of its size, every available pair
   }
 }
 
-TEST_CASE("what the net plugin publishes for a standalone tuner reads back; anything else is "
-          "ignored", "[tuner][net_info]") {
+TEST_CASE(
+    "what the net plugin publishes for a standalone tuner reads back; anything else is "
+    "ignored",
+    "[tuner][net_info]") {
   nf::NetSummary s;
   s.found = true;
   s.provider = "tcp;ofi_rxm";
@@ -238,9 +240,9 @@ TEST_CASE("what the net plugin publishes for a standalone tuner reads back; anyt
   CHECK(back.speed_mbps == 200000);
   CHECK(back.gdr);
   CHECK(back.platform == "p5.48xlarge");
-  for (const char* bad : {"", "efa", "efa|1|1|100|1", "efa|0|1|100|1|x", "efa|1|0|100|1|x",
-                          "efa|1|1|-5|1|x", "efa|1|1|100|2|x", "|1|1|100|1|x", "efa|1|1|100|1|x|y",
-                          "efa|99999999999|1|100|1|x"}) {
+  for (const char* bad :
+       {"", "efa", "efa|1|1|100|1", "efa|0|1|100|1|x", "efa|1|0|100|1|x", "efa|1|1|-5|1|x",
+        "efa|1|1|100|2|x", "|1|1|100|1|x", "efa|1|1|100|1|x|y", "efa|99999999999|1|100|1|x"}) {
     INFO(bad);
     nf::NetSummary out;
     CHECK_FALSE(nf::parse_net_summary(bad, &out));

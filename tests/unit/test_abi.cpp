@@ -8,7 +8,10 @@
 #include "nccl/net.h"
 
 namespace {
-ncclResult_t fakeDevices(int* ndev) { *ndev = 3; return ncclSuccess; }
+ncclResult_t fakeDevices(int* ndev) {
+  *ndev = 3;
+  return ncclSuccess;
+}
 ncclResult_t fakeFinalize(void*) { return ncclRemoteError; }
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -7,7 +8,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "core/plugin.h"
 #include "fabric/fabric.h"
@@ -104,9 +104,9 @@ TEST_CASE("the embedded table is platforms.txt, and every row parses with sane v
 
   const std::string docs = read_file(std::string(NF_SRCDIR) + "/docs/platforms.md");
   REQUIRE_FALSE(docs.empty());
-  for (const char* name : {"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge",
-                           "p5en.48xlarge", "p6-b200.48xlarge", "g5.8xlarge", "g5.48xlarge", "g5.*",
-                           "g6e.*", "trn1.32xlarge"}) {
+  for (const char* name :
+       {"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+        "p6-b200.48xlarge", "g5.8xlarge", "g5.48xlarge", "g5.*", "g6e.*", "trn1.32xlarge"}) {
     INFO(name);
     const Platform* r = match_platform(table, name);
     REQUIRE(r != nullptr);
@@ -174,7 +174,8 @@ TEST_CASE("malformed tables are refused with the line and the problem", "[platfo
       {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a\n", "12 columns, the header has 13"},
       {"m9.big x 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "efa 'x'"},
       {"m9.big 2 0 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "efa_gbps '0'"},
-      {"m9.big 2 100 4 X1 1 yes yes 40 rdma yes src-a -\n", "nics_per_gpu 1 is not efa/accel = 2/4"},
+      {"m9.big 2 100 4 X1 1 yes yes 40 rdma yes src-a -\n",
+       "nics_per_gpu 1 is not efa/accel = 2/4"},
       {"m9.big 2 100 4 X1 0.5 maybe yes 40 rdma yes src-a -\n", "efa_expected 'maybe'"},
       {"m9.big 0 - 4 X1 - yes no 40 rdma yes src-a -\n", "efa_expected is yes but efa is 0"},
       {"m9.big 2 100 4 X1 0.5 yes sometimes 40 rdma yes src-a -\n", "gdr 'sometimes'"},
@@ -187,7 +188,8 @@ TEST_CASE("malformed tables are refused with the line and the problem", "[platfo
       {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes Src -\n", "'Src' is not a key"},
       {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a NCCL_BUFFSIZE\n", "is not NAME=VALUE"},
       {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a FI_EFA_X=1\n", "not an NCCL_ variable"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a NCCL_A=1,NCCL_A=2\n", "NCCL_A appears twice"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a NCCL_A=1,NCCL_A=2\n",
+       "NCCL_A appears twice"},
       {"m9*big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "name must be"},
       {"none 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "reserved"},
       {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n"
@@ -339,8 +341,7 @@ TEST_CASE("platform defaults are set only where the user has not set them", "[pl
   CHECK(apply_platform_defaults(none).empty());
 }
 
-TEST_CASE("a platform that is not what its row expects gets one explained warning",
-          "[platform]") {
+TEST_CASE("a platform that is not what its row expects gets one explained warning", "[platform]") {
   const std::vector<Platform>& t = platform_table();
   const Platform& p5 = *match_platform(t, "p5.48xlarge");
   const Platform& g5 = *match_platform(t, "g5.48xlarge");
@@ -370,8 +371,10 @@ TEST_CASE("a platform that is not what its row expects gets one explained warnin
   CHECK_FALSE(provider_is_efa(""));
 }
 
-TEST_CASE("every NIC gets a speed: the parameter, else the link's, else the platform row's (EFA), "
-          "else the provider's default", "[platform][speed]") {
+TEST_CASE(
+    "every NIC gets a speed: the parameter, else the link's, else the platform row's (EFA), "
+    "else the provider's default",
+    "[platform][speed]") {
   const std::vector<Platform>& t = platform_table();
   const Platform& p5en = *match_platform(t, "p5en.48xlarge");
   auto nic = [](const char* provider, int measured) {

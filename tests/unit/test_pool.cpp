@@ -7,7 +7,9 @@
 using nf::Pool;
 
 TEST_CASE("the pool hands out each object once and takes it back", "[pool]") {
-  struct Item { int v[5]; };
+  struct Item {
+    int v[5];
+  };
   Pool<Item> pool(32);
   std::set<Item*> out;
   for (int i = 0; i < 32; ++i) {

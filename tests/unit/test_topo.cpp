@@ -101,7 +101,7 @@ TEST_CASE("bus ids: normalized, from the provider or the sysfs path", "[topo]") 
   info->nic = &fnic;
   n.info = std::move(info);
   CHECK(nic_bus_id(n) == "0001:4f:02.1");  // the provider's word wins over the path
-  n.info->nic = nullptr;                    // not ours to free
+  n.info->nic = nullptr;                   // not ours to free
 }
 
 TEST_CASE("lookup: sysfs-style path, NUMA node and the GPUs behind the same switch", "[topo]") {

@@ -98,7 +98,7 @@ TEST_CASE("connect and ack messages are checked before use", "[wire]") {
   CHECK(decode_ack(ack, sizeof(ack), &why));
   CHECK_FALSE(decode_ack(ack, kAckRefusalSize, &why));  // an acceptance needs its block
   encode_proto(kProtoRdma | kProtoSendRecv, 1, 8192, sizeof(kAddr), rails, &ack.proto);
-  CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));      // the listener must choose one
+  CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));  // the listener must choose one
   CHECK(ack_size(AckStatus::kBadToken) == kAckRefusalSize);
   CHECK(ack.nonce == 77);
   encode_ack(m, AckStatus::kBadToken, &ack);
@@ -260,7 +260,8 @@ TEST_CASE("a malformed clear-to-send is refused", "[wire][cts]") {
   CHECK_FALSE(decode_cts(w.b, sizeof(CtsHeader) - 1, &d, &why));
 }
 
-TEST_CASE("a write's immediate data carries slot, buffer, pieces and a 9-bit generation", "[wire][imm]") {
+TEST_CASE("a write's immediate data carries slot, buffer, pieces and a 9-bit generation",
+          "[wire][imm]") {
   for (uint32_t slot : {0u, 1u, 4097u, kMaxSlots - 1}) {
     for (uint32_t entry = 0; entry < 8; ++entry) {
       for (uint32_t n : {1u, 7u, static_cast<uint32_t>(kMaxChunks)}) {

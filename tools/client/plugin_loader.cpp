@@ -1,13 +1,13 @@
 #include "client/plugin_loader.h"
 
+#include <dlfcn.h>
+#include <strings.h>
+#include <unistd.h>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
-#include <strings.h>
-#include <unistd.h>
 
 namespace nfc {
 namespace {
@@ -18,23 +18,23 @@ const T* as(const void* p) {
 }
 
 // Calls member `m` with `args` on whichever table version is loaded (members of the same name).
-#define NFC_DISPATCH(m, ...)                                               \
-  switch (version_) {                                                      \
-    case 11: return as<ncclNet_v11_t>(table_)->m(__VA_ARGS__);             \
-    case 10: return as<ncclNet_v10_t>(table_)->m(__VA_ARGS__);             \
-    case 9: return as<ncclNet_v9_t>(table_)->m(__VA_ARGS__);               \
-    case 8: return as<ncclNet_v8_t>(table_)->m(__VA_ARGS__);               \
-    case 7: return as<ncclNet_v7_t>(table_)->m(__VA_ARGS__);               \
-    default: return as<ncclNet_v6_t>(table_)->m(__VA_ARGS__);              \
+#define NFC_DISPATCH(m, ...)                                   \
+  switch (version_) {                                          \
+    case 11: return as<ncclNet_v11_t>(table_)->m(__VA_ARGS__); \
+    case 10: return as<ncclNet_v10_t>(table_)->m(__VA_ARGS__); \
+    case 9: return as<ncclNet_v9_t>(table_)->m(__VA_ARGS__);   \
+    case 8: return as<ncclNet_v8_t>(table_)->m(__VA_ARGS__);   \
+    case 7: return as<ncclNet_v7_t>(table_)->m(__VA_ARGS__);   \
+    default: return as<ncclNet_v6_t>(table_)->m(__VA_ARGS__);  \
   }
 
 // The same for calls whose v10/v11 forms differ (handled before the macro): v9 down to v6.
-#define NFC_DISPATCH_V9(m, ...)                                            \
-  switch (version_) {                                                      \
-    case 9: return as<ncclNet_v9_t>(table_)->m(__VA_ARGS__);               \
-    case 8: return as<ncclNet_v8_t>(table_)->m(__VA_ARGS__);               \
-    case 7: return as<ncclNet_v7_t>(table_)->m(__VA_ARGS__);               \
-    default: return as<ncclNet_v6_t>(table_)->m(__VA_ARGS__);              \
+#define NFC_DISPATCH_V9(m, ...)                               \
+  switch (version_) {                                         \
+    case 9: return as<ncclNet_v9_t>(table_)->m(__VA_ARGS__);  \
+    case 8: return as<ncclNet_v8_t>(table_)->m(__VA_ARGS__);  \
+    case 7: return as<ncclNet_v7_t>(table_)->m(__VA_ARGS__);  \
+    default: return as<ncclNet_v6_t>(table_)->m(__VA_ARGS__); \
   }
 
 template <typename P>
@@ -69,7 +69,9 @@ void set_log_sink(LogSink sink) { g_sink = sink; }
 
 void stderr_logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                    const char* fmt, ...) {
-  (void)flags; (void)file; (void)line;
+  (void)flags;
+  (void)file;
+  (void)line;
   static const int wanted = debug_level();
   if (g_sink == nullptr && static_cast<int>(level) > wanted) return;
   char buf[1200];
@@ -82,7 +84,10 @@ void stderr_logger(ncclDebugLogLevel level, unsigned long flags, const char* fil
     return;
   }
   fprintf(stderr, "[pid %d] NCCL %s %s\n", static_cast<int>(getpid()),
-          level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_INFO ? "INFO" : "TRACE", buf);
+          level == NCCL_LOG_WARN   ? "WARN"
+          : level == NCCL_LOG_INFO ? "INFO"
+                                   : "TRACE",
+          buf);
 }
 
 NetPlugin::~NetPlugin() {
@@ -106,7 +111,8 @@ bool NetPlugin::load(const std::string& path, int version, std::string* err) {
     }
   }
   *err = path + " exports no " +
-         (version ? "ncclNetPlugin_v" + std::to_string(version) : std::string("ncclNetPlugin_v6..v11")) +
+         (version ? "ncclNetPlugin_v" + std::to_string(version)
+                  : std::string("ncclNetPlugin_v6..v11")) +
          " symbol: not an NCCL net plugin, or one too old for NCCL 2.28";
   return false;
 }
@@ -202,20 +208,44 @@ ncclResult_t NetPlugin::connect(int dev, void* handle, void** comm) {
       ncclNetDeviceHandle_v10_t* dh = nullptr;
       return as<ncclNet_v10_t>(table_)->connect(dev, &cfg, handle, comm, &dh);
     }
-    case 9: { ncclNetDeviceHandle_v9_t* dh = nullptr; return as<ncclNet_v9_t>(table_)->connect(dev, handle, comm, &dh); }
-    case 8: { ncclNetDeviceHandle_v8_t* dh = nullptr; return as<ncclNet_v8_t>(table_)->connect(dev, handle, comm, &dh); }
-    case 7: { ncclNetDeviceHandle_v7_t* dh = nullptr; return as<ncclNet_v7_t>(table_)->connect(dev, handle, comm, &dh); }
+    case 9: {
+      ncclNetDeviceHandle_v9_t* dh = nullptr;
+      return as<ncclNet_v9_t>(table_)->connect(dev, handle, comm, &dh);
+    }
+    case 8: {
+      ncclNetDeviceHandle_v8_t* dh = nullptr;
+      return as<ncclNet_v8_t>(table_)->connect(dev, handle, comm, &dh);
+    }
+    case 7: {
+      ncclNetDeviceHandle_v7_t* dh = nullptr;
+      return as<ncclNet_v7_t>(table_)->connect(dev, handle, comm, &dh);
+    }
     default: return as<ncclNet_v6_t>(table_)->connect(dev, handle, comm);
   }
 }
 
 ncclResult_t NetPlugin::accept(void* lc, void** comm) {
   switch (version_) {
-    case 11: { ncclNetDeviceHandle_v11_t* dh = nullptr; return as<ncclNet_v11_t>(table_)->accept(lc, comm, &dh); }
-    case 10: { ncclNetDeviceHandle_v10_t* dh = nullptr; return as<ncclNet_v10_t>(table_)->accept(lc, comm, &dh); }
-    case 9: { ncclNetDeviceHandle_v9_t* dh = nullptr; return as<ncclNet_v9_t>(table_)->accept(lc, comm, &dh); }
-    case 8: { ncclNetDeviceHandle_v8_t* dh = nullptr; return as<ncclNet_v8_t>(table_)->accept(lc, comm, &dh); }
-    case 7: { ncclNetDeviceHandle_v7_t* dh = nullptr; return as<ncclNet_v7_t>(table_)->accept(lc, comm, &dh); }
+    case 11: {
+      ncclNetDeviceHandle_v11_t* dh = nullptr;
+      return as<ncclNet_v11_t>(table_)->accept(lc, comm, &dh);
+    }
+    case 10: {
+      ncclNetDeviceHandle_v10_t* dh = nullptr;
+      return as<ncclNet_v10_t>(table_)->accept(lc, comm, &dh);
+    }
+    case 9: {
+      ncclNetDeviceHandle_v9_t* dh = nullptr;
+      return as<ncclNet_v9_t>(table_)->accept(lc, comm, &dh);
+    }
+    case 8: {
+      ncclNetDeviceHandle_v8_t* dh = nullptr;
+      return as<ncclNet_v8_t>(table_)->accept(lc, comm, &dh);
+    }
+    case 7: {
+      ncclNetDeviceHandle_v7_t* dh = nullptr;
+      return as<ncclNet_v7_t>(table_)->accept(lc, comm, &dh);
+    }
     default: return as<ncclNet_v6_t>(table_)->accept(lc, comm);
   }
 }
@@ -223,7 +253,8 @@ ncclResult_t NetPlugin::accept(void* lc, void** comm) {
 ncclResult_t NetPlugin::reg_mr(void* comm, void* data, size_t size, int type, void** mh) {
   if (version_ <= 7) {
     if (size > 0x7fffffff) return ncclInvalidArgument;
-    if (version_ == 7) return as<ncclNet_v7_t>(table_)->regMr(comm, data, static_cast<int>(size), type, mh);
+    if (version_ == 7)
+      return as<ncclNet_v7_t>(table_)->regMr(comm, data, static_cast<int>(size), type, mh);
     return as<ncclNet_v6_t>(table_)->regMr(comm, data, static_cast<int>(size), type, mh);
   }
   switch (version_) {
@@ -249,9 +280,12 @@ ncclResult_t NetPlugin::isend(void* comm, void* data, size_t size, int tag, void
     default:
       if (size > 0x7fffffff) return ncclInvalidArgument;
       switch (version_) {
-        case 8: return as<ncclNet_v8_t>(table_)->isend(comm, data, static_cast<int>(size), tag, mh, req);
-        case 7: return as<ncclNet_v7_t>(table_)->isend(comm, data, static_cast<int>(size), tag, mh, req);
-        default: return as<ncclNet_v6_t>(table_)->isend(comm, data, static_cast<int>(size), tag, mh, req);
+        case 8:
+          return as<ncclNet_v8_t>(table_)->isend(comm, data, static_cast<int>(size), tag, mh, req);
+        case 7:
+          return as<ncclNet_v7_t>(table_)->isend(comm, data, static_cast<int>(size), tag, mh, req);
+        default:
+          return as<ncclNet_v6_t>(table_)->isend(comm, data, static_cast<int>(size), tag, mh, req);
       }
   }
 }
@@ -282,7 +316,9 @@ ncclResult_t NetPlugin::iflush(void* comm, int n, void** data, int* sizes, void*
   NFC_DISPATCH(iflush, comm, n, data, sizes, mhs, req);
 }
 
-ncclResult_t NetPlugin::test(void* req, int* done, int* sizes) { NFC_DISPATCH(test, req, done, sizes); }
+ncclResult_t NetPlugin::test(void* req, int* done, int* sizes) {
+  NFC_DISPATCH(test, req, done, sizes);
+}
 ncclResult_t NetPlugin::close_send(void* comm) { NFC_DISPATCH(closeSend, comm); }
 ncclResult_t NetPlugin::close_recv(void* comm) { NFC_DISPATCH(closeRecv, comm); }
 ncclResult_t NetPlugin::close_listen(void* comm) { NFC_DISPATCH(closeListen, comm); }

@@ -48,8 +48,8 @@ class NetPlugin {
   ncclResult_t connect(int dev, void* handle, void** comm);
   ncclResult_t accept(void* listen_comm, void** comm);
   ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mh);
-  ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset,
-                             int fd, void** mh);
+  ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                             void** mh);
   ncclResult_t dereg_mr(void* comm, void* mh);
   ncclResult_t isend(void* comm, void* data, size_t size, int tag, void* mh, void** req);
   ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs,

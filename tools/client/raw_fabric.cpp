@@ -105,8 +105,8 @@ bool RawFabric::open(const RawConfig& cfg, std::string* err) {
   if ((info_->mode & ~static_cast<uint64_t>(FI_CONTEXT | FI_CONTEXT2)) != 0) {
     char mode[32];
     snprintf(mode, sizeof(mode), "0x%llx", static_cast<unsigned long long>(info_->mode));
-    *err = "provider '" + provider_ + "' asks for mode bits this client does not honour (" +
-           mode + ")";
+    *err = "provider '" + provider_ + "' asks for mode bits this client does not honour (" + mode +
+           ")";
     close_all();
     return false;
   }
@@ -291,8 +291,7 @@ bool RawFabric::progress(std::string* err) {
       op_error_ = fi_error(e.flags & FI_RECV ? "receive completion" : "send completion",
                            e.err != 0 ? e.err : FI_EOTHER);
       if (text != nullptr && text[0] != '\0') op_error_ += std::string("; provider: ") + text;
-      if (e.err == FI_ETRUNC)
-        op_error_ += "; " + std::to_string(e.olen) + " bytes did not fit";
+      if (e.err == FI_ETRUNC) op_error_ += "; " + std::to_string(e.olen) + " bytes did not fit";
       if (e.op_context == nullptr) {
         *err = op_error_;
         return false;

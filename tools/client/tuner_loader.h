@@ -49,14 +49,16 @@ struct TunerLib {
 
   const char* name() const { return *static_cast<const char* const*>(sym); }
 
-  ncclResult_t init(void** ctx, size_t n_ranks, size_t n_nodes, int rpn,
-                    ncclTunerConstants_v5_t* c, ncclDebugLogger_t log = quiet_logger) const {
+  ncclResult_t init(void** ctx, size_t n_ranks, size_t n_nodes, int rpn, ncclTunerConstants_v5_t* c,
+                    ncclDebugLogger_t log = quiet_logger) const {
     ncclNvlDomainInfo_v5_t nvl = {static_cast<int>(n_nodes), rpn, rpn};
     switch (version) {
-      case 6: return static_cast<const ncclTuner_v6_t*>(sym)->init(ctx, 42, n_ranks, n_nodes,
-                                                                   log, &nvl, c);
-      case 5: return static_cast<const ncclTuner_v5_t*>(sym)->init(ctx, 42, n_ranks, n_nodes,
-                                                                   log, &nvl, c);
+      case 6:
+        return static_cast<const ncclTuner_v6_t*>(sym)->init(ctx, 42, n_ranks, n_nodes, log, &nvl,
+                                                             c);
+      case 5:
+        return static_cast<const ncclTuner_v5_t*>(sym)->init(ctx, 42, n_ranks, n_nodes, log, &nvl,
+                                                             c);
       case 4: return static_cast<const ncclTuner_v4_t*>(sym)->init(n_ranks, n_nodes, log, ctx);
       case 3: return static_cast<const ncclTuner_v3_t*>(sym)->init(n_ranks, n_nodes, log, ctx);
       default: return static_cast<const ncclTuner_v2_t*>(sym)->init(n_ranks, n_nodes, log, ctx);
@@ -70,17 +72,22 @@ struct TunerLib {
     float** t = reinterpret_cast<float**>(table);
     const ncclFunc_t f = static_cast<ncclFunc_t>(coll);
     switch (version) {
-      case 6: return static_cast<const ncclTuner_v6_t*>(sym)->getCollInfo(ctx, f, bytes, 1, t,
-                                                                          num_algo, num_proto, 0, nch);
-      case 5: return static_cast<const ncclTuner_v5_t*>(sym)->getCollInfo(ctx, f, bytes, 1, t,
-                                                                          num_algo, num_proto, 0, nch);
-      case 4: return static_cast<const ncclTuner_v4_t*>(sym)->getCollInfo(ctx, f, bytes, 1, t,
-                                                                          num_algo, num_proto, 0, nch);
-      case 3: return static_cast<const ncclTuner_v3_t*>(sym)->getCollInfo(ctx, f, bytes, 1, t,
-                                                                          num_algo, num_proto, nch);
+      case 6:
+        return static_cast<const ncclTuner_v6_t*>(sym)->getCollInfo(ctx, f, bytes, 1, t, num_algo,
+                                                                    num_proto, 0, nch);
+      case 5:
+        return static_cast<const ncclTuner_v5_t*>(sym)->getCollInfo(ctx, f, bytes, 1, t, num_algo,
+                                                                    num_proto, 0, nch);
+      case 4:
+        return static_cast<const ncclTuner_v4_t*>(sym)->getCollInfo(ctx, f, bytes, 1, t, num_algo,
+                                                                    num_proto, 0, nch);
+      case 3:
+        return static_cast<const ncclTuner_v3_t*>(sym)->getCollInfo(ctx, f, bytes, 1, t, num_algo,
+                                                                    num_proto, nch);
       default: {
         auto cell = [&](int a, int p) -> float& { return table[a * num_proto + p]; };
-        const bool collnet = cell(NCCL_ALGO_COLLNET_CHAIN, NCCL_PROTO_SIMPLE) != NCCL_ALGO_PROTO_IGNORE;
+        const bool collnet =
+            cell(NCCL_ALGO_COLLNET_CHAIN, NCCL_PROTO_SIMPLE) != NCCL_ALGO_PROTO_IGNORE;
         const bool nvls = cell(NCCL_ALGO_NVLS, NCCL_PROTO_SIMPLE) != NCCL_ALGO_PROTO_IGNORE ||
                           cell(NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE) != NCCL_ALGO_PROTO_IGNORE;
         int algo = NCCL_ALGO_UNDEF, proto = NCCL_PROTO_UNDEF;
@@ -100,8 +107,8 @@ struct TunerLib {
     if (version != 6) return false;
     const auto* t = static_cast<const ncclTuner_v6_t*>(sym);
     return t->getChunkSize != nullptr &&
-           t->getChunkSize(ctx, static_cast<ncclFunc_t>(coll), bytes, algo, proto, n_channels, chunk) ==
-               ncclSuccess;
+           t->getChunkSize(ctx, static_cast<ncclFunc_t>(coll), bytes, algo, proto, n_channels,
+                           chunk) == ncclSuccess;
   }
 
   ncclResult_t finalize(void* ctx) const {

@@ -23,9 +23,12 @@ void add(Report* r, int sev, const char* id, const std::string& msg, const std::
 
 std::string human_bytes(uint64_t b) {
   char buf[64];
-  if (b >= (1ull << 30)) snprintf(buf, sizeof(buf), "%.1f GiB", b / double(1ull << 30));
-  else if (b >= (1ull << 20)) snprintf(buf, sizeof(buf), "%.1f MiB", b / double(1ull << 20));
-  else snprintf(buf, sizeof(buf), "%llu KiB", static_cast<unsigned long long>(b >> 10));
+  if (b >= (1ull << 30))
+    snprintf(buf, sizeof(buf), "%.1f GiB", b / double(1ull << 30));
+  else if (b >= (1ull << 20))
+    snprintf(buf, sizeof(buf), "%.1f MiB", b / double(1ull << 20));
+  else
+    snprintf(buf, sizeof(buf), "%llu KiB", static_cast<unsigned long long>(b >> 10));
   return buf;
 }
 
@@ -40,8 +43,10 @@ std::string ptr_text(int p) {
 void check_nccl_net_plugin(const std::string& ours, Report* r) {
   const char* v = getenv("NCCL_NET_PLUGIN");
   if (v == nullptr || v[0] == '\0') {
-    add(r, 1, "net-plugin-unset", "NCCL_NET_PLUGIN is not set: NCCL then loads libnccl-net.so, "
-        "not this plugin", "export NCCL_NET_PLUGIN=fabric (with libnccl-net-fabric.so on "
+    add(r, 1, "net-plugin-unset",
+        "NCCL_NET_PLUGIN is not set: NCCL then loads libnccl-net.so, "
+        "not this plugin",
+        "export NCCL_NET_PLUGIN=fabric (with libnccl-net-fabric.so on "
         "LD_LIBRARY_PATH) or the plugin's full path");
     return;
   }
@@ -74,10 +79,14 @@ void check_nccl_net_plugin(const std::string& ours, Report* r) {
 void json_str(FILE* out, const std::string& s) {
   fputc('"', out);
   for (unsigned char c : s) {
-    if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-    else if (c == '\n') fputs("\\n", out);
-    else if (c < 0x20) fprintf(out, "\\u%04x", c);
-    else fputc(c, out);
+    if (c == '"' || c == '\\')
+      fprintf(out, "\\%c", c);
+    else if (c == '\n')
+      fputs("\\n", out);
+    else if (c < 0x20)
+      fprintf(out, "\\u%04x", c);
+    else
+      fputc(c, out);
   }
   fputc('"', out);
 }
@@ -100,8 +109,10 @@ void run_checks(const std::string& plugin_path, Report* r) {
     add(r, 2, "no-devices", "the plugin exposes no device", "check fi_info -t FI_EP_RDM");
   const char* net = getenv("NCCL_NET");
   if (net != nullptr && (strcasecmp(net, "Socket") == 0 || strcasecmp(net, "IB") == 0))
-    add(r, 2, "nccl-net", std::string("NCCL_NET=") + net + " makes NCCL use its own " + net +
-        " transport, never this plugin", "unset NCCL_NET or set NCCL_NET=fabric");
+    add(r, 2, "nccl-net",
+        std::string("NCCL_NET=") + net + " makes NCCL use its own " + net +
+            " transport, never this plugin",
+        "unset NCCL_NET or set NCCL_NET=fabric");
   check_nccl_net_plugin(plugin_path, r);
   const bool tcp = r->provider.find("tcp") != std::string::npos ||
                    r->provider.find("sockets") != std::string::npos;
@@ -115,29 +126,34 @@ void run_checks(const std::string& plugin_path, Report* r) {
   }
   if ((r->api_below_library_118 && r->provider == "efa") ||
       (r->api_below_library_120 && r->nic_hmem))
-    add(r, 1, "libfabric-api", "libfabric " + r->libfabric_version + " is loaded but API " +
-        r->api_version + " was obtained (the plugin was built against " + r->libfabric_built +
-        " headers): " + (r->api_below_library_118
-            ? "below 1.18 EFA leaves device RDMA off on first-generation devices"
-            : "below 1.20 there is no DMA-BUF registration"),
+    add(r, 1, "libfabric-api",
+        "libfabric " + r->libfabric_version + " is loaded but API " + r->api_version +
+            " was obtained (the plugin was built against " + r->libfabric_built + " headers): " +
+            (r->api_below_library_118
+                 ? "below 1.18 EFA leaves device RDMA off on first-generation devices"
+                 : "below 1.20 there is no DMA-BUF registration"),
         "rebuild the plugin against the installed libfabric (--with-libfabric=/opt/amazon/efa); "
         "docs/compatibility.md");
   const char* use_rdma = getenv("FI_EFA_USE_DEVICE_RDMA");
-  if (r->gdr_expected && use_rdma != nullptr && (strcmp(use_rdma, "0") == 0 ||
-                                                 strcasecmp(use_rdma, "false") == 0))
-    add(r, 1, "efa-device-rdma-off", "FI_EFA_USE_DEVICE_RDMA=0 on " + r->platform +
-        ", which has RDMA-capable EFA: GPUDirect and RDMA writes are off", "unset it");
+  if (r->gdr_expected && use_rdma != nullptr &&
+      (strcmp(use_rdma, "0") == 0 || strcasecmp(use_rdma, "false") == 0))
+    add(r, 1, "efa-device-rdma-off",
+        "FI_EFA_USE_DEVICE_RDMA=0 on " + r->platform +
+            ", which has RDMA-capable EFA: GPUDirect and RDMA writes are off",
+        "unset it");
   bool any_cuda = false;
   for (const DeviceInfo& d : r->devices) any_cuda = any_cuda || (d.ptr_support & 2) != 0;
   if (r->gdr_expected && r->cuda_available && !r->devices.empty() && !any_cuda)
-    add(r, 1, "gdr-expected", "GPUDirect RDMA is off on " + r->platform +
-        ", where it is expected: NCCL stages every transfer through host memory (" +
-        (r->gdr_reason.empty() ? std::string("no reason logged") : r->gdr_reason) + ")",
+    add(r, 1, "gdr-expected",
+        "GPUDirect RDMA is off on " + r->platform +
+            ", where it is expected: NCCL stages every transfer through host memory (" +
+            (r->gdr_reason.empty() ? std::string("no reason logged") : r->gdr_reason) + ")",
         "see the reason; on EFA: nvidia-peermem loaded or a DMA-BUF capable kernel/driver, "
         "libfabric 1.18+");
   if (!r->memlock_unlimited && (r->provider == "efa" || r->memlock_bytes < (64ull << 20)))
-    add(r, 1, "memlock", "locked-memory limit is " + human_bytes(r->memlock_bytes) +
-        ": registering NCCL's buffers (pinned by the NIC) may fail",
+    add(r, 1, "memlock",
+        "locked-memory limit is " + human_bytes(r->memlock_bytes) +
+            ": registering NCCL's buffers (pinned by the NIC) may fail",
         "ulimit -l unlimited (Docker: --ulimit memlock=-1; Slurm: PropagateResourceLimits; "
         "Kubernetes: the container runtime's default)");
   for (const std::string& w : r->plugin_warnings) {
@@ -148,12 +164,12 @@ void run_checks(const std::string& plugin_path, Report* r) {
   }
   if (r->peer_ran && !r->peer_ok) {
     const std::string& o = r->peer_output;
-    const bool unreachable = o.find("timed out") != std::string::npos ||
-                             o.find("timeout") != std::string::npos ||
-                             o.find("unreach") != std::string::npos ||
-                             o.find("refused") != std::string::npos;
-    add(r, 2, "peer", "the transfer with the other machine failed" +
-        std::string(unreachable ? " (the peer did not answer)" : ""),
+    const bool unreachable =
+        o.find("timed out") != std::string::npos || o.find("timeout") != std::string::npos ||
+        o.find("unreach") != std::string::npos || o.find("refused") != std::string::npos;
+    add(r, 2, "peer",
+        "the transfer with the other machine failed" +
+            std::string(unreachable ? " (the peer did not answer)" : ""),
         unreachable ? "on EFA the security group must allow all traffic to and from itself; "
                       "check that both sides run the same plugin and provider"
                     : "see the output of nccl-fabric-perf below");
@@ -164,8 +180,10 @@ void print_text(const Report& r, FILE* out) {
   fprintf(out, "nccl-fabric-info\n\n== platform\n  %s (%s)\n", r.platform.c_str(),
           r.platform_source.c_str());
   for (const std::string& l : r.platform_lines) fprintf(out, "  %s\n", l.c_str());
-  fprintf(out, "\n== libfabric %s (loaded; built against %s headers; API %s)\n  provider: %s\n"
-          "  tried: %s\n", r.libfabric_version.c_str(), r.libfabric_built.c_str(),
+  fprintf(out,
+          "\n== libfabric %s (loaded; built against %s headers; API %s)\n  provider: %s\n"
+          "  tried: %s\n",
+          r.libfabric_version.c_str(), r.libfabric_built.c_str(),
           r.api_version.empty() ? "none obtained" : r.api_version.c_str(),
           r.provider.empty() ? "(none)" : r.provider.c_str(), r.providers_tried.c_str());
   fprintf(out, "  CUDA: %s; context: %s\n", r.cuda.c_str(), r.cuda_context.c_str());
@@ -256,11 +274,11 @@ void print_json(const Report& r, FILE* out) {
             d.rails, d.speed_mbps, d.max_recvs);
   }
   fputs("]}, \"limits\": {", out);
-  fprintf(out, "\"memlock_unlimited\": %s, \"memlock_bytes\": %llu, \"hugepages_total\": %lu, "
+  fprintf(out,
+          "\"memlock_unlimited\": %s, \"memlock_bytes\": %llu, \"hugepages_total\": %lu, "
           "\"hugepages_free\": %lu, \"hugepage_kb\": %lu}, \"env\": [",
-          r.memlock_unlimited ? "true" : "false",
-          static_cast<unsigned long long>(r.memlock_bytes), r.hugepages_total, r.hugepages_free,
-          r.hugepage_kb);
+          r.memlock_unlimited ? "true" : "false", static_cast<unsigned long long>(r.memlock_bytes),
+          r.hugepages_total, r.hugepages_free, r.hugepage_kb);
   for (size_t i = 0; i < r.env.size(); ++i) {
     fputs(i ? ", {" : "{", out);
     kv("name", r.env[i].name);
@@ -294,7 +312,8 @@ void platform_section(const nf::Params& params, Report* r) {
   if (!nf::ok(nf::choose_platform(params, &c, &err))) {
     r->platform = "(none)";
     r->platform_source = err;
-    add(r, 2, "platform", err, "NCCL_FABRIC_PLATFORM must be auto, none or a row of "
+    add(r, 2, "platform", err,
+        "NCCL_FABRIC_PLATFORM must be auto, none or a row of "
         "docs/platforms.md");
     return;
   }

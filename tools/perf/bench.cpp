@@ -6,13 +6,13 @@
 // latency receive and the ack. Each slot has its own buffer of group x largest size.
 #include "perf/bench.h"
 
+#include <strings.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <strings.h>
-#include <unistd.h>
 
 #include "perf/report.h"
 #include "perf/xport.h"
@@ -135,7 +135,8 @@ void check_op(const Bench& b, const Xport& x, const char* what, uint64_t op, con
 
 void post_retry(Bench& b, Xport& x, bool send, int slot, int comm, char* buf, size_t len, int n) {
   for (;;) {
-    Xport::Post p = send ? x.post_send(slot, comm, buf, len, n) : x.post_recv(slot, comm, buf, len, n);
+    Xport::Post p =
+        send ? x.post_send(slot, comm, buf, len, n) : x.post_recv(slot, comm, buf, len, n);
     if (p == Xport::Post::kPosted) return;
     b.watch.tick();
   }
@@ -211,7 +212,10 @@ struct Stream {
   std::vector<size_t> posted, done, filled;
   size_t total_done = 0;
   Stream(bool s, size_t n, int comms)
-      : send(s), count(n), posted(static_cast<size_t>(comms)), done(static_cast<size_t>(comms)),
+      : send(s),
+        count(n),
+        posted(static_cast<size_t>(comms)),
+        done(static_cast<size_t>(comms)),
         filled(static_cast<size_t>(comms)) {}
   bool finished() const { return total_done == count; }
 };
@@ -265,16 +269,20 @@ Measure run_bandwidth(Bench& b, Xport& x, size_t size, size_t count) {
   const std::string what = std::string(x.name()) + " bandwidth test (" + size_text(size) + ")";
   b.watch.begin(what);
   Stream s(sender, count, b.C);
-  if (sender) post_retry(b, x, false, b.ack_slot(), 0, b.rbuf, ack_len, 1);
-  else stream_step(b, x, s, size, test, 0, "bandwidth test");  // pre-posts the receives
+  if (sender)
+    post_retry(b, x, false, b.ack_slot(), 0, b.rbuf, ack_len, 1);
+  else
+    stream_step(b, x, s, size, test, 0, "bandwidth test");  // pre-posts the receives
   b.chan.sync(what + " start");
 
   Measure m;
   const double cpu0 = cpu_seconds();
   const auto t0 = Clock::now();
   while (!s.finished()) {
-    if (stream_step(b, x, s, size, test, 0, "bandwidth test")) b.watch.progressed();
-    else b.watch.tick();
+    if (stream_step(b, x, s, size, test, 0, "bandwidth test"))
+      b.watch.progressed();
+    else
+      b.watch.tick();
   }
   if (sender) {
     wait_op(b, x, b.ack_slot(), lens);
@@ -303,10 +311,14 @@ Measure run_bidir(Bench& b, Xport& x, size_t size, size_t count) {
   const double cpu0 = cpu_seconds();
   const auto t0 = Clock::now();
   while (!out.finished() || !in.finished()) {
-    bool moved = !in.finished() && stream_step(b, x, in, size, test, 1 - b.rank, "bidirectional test");
-    moved = (!out.finished() && stream_step(b, x, out, size, test, b.rank, "bidirectional test")) || moved;
-    if (moved) b.watch.progressed();
-    else b.watch.tick();
+    bool moved =
+        !in.finished() && stream_step(b, x, in, size, test, 1 - b.rank, "bidirectional test");
+    moved = (!out.finished() && stream_step(b, x, out, size, test, b.rank, "bidirectional test")) ||
+            moved;
+    if (moved)
+      b.watch.progressed();
+    else
+      b.watch.tick();
   }
   m.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   m.cpu = cpu_seconds() - cpu0;
@@ -431,8 +443,10 @@ class EnvRestore {
     if (had_) value_ = v;
   }
   ~EnvRestore() {
-    if (had_) setenv(name_, value_.c_str(), 1);
-    else unsetenv(name_);
+    if (had_)
+      setenv(name_, value_.c_str(), 1);
+    else
+      unsetenv(name_);
   }
   EnvRestore(const EnvRestore&) = delete;
   EnvRestore& operator=(const EnvRestore&) = delete;
@@ -600,9 +614,7 @@ void run_rank(int rank, pid_t peer, Chan& chan, Options* op, std::vector<Result>
           Xport& x = *xs[xi];
           Measure m;
           switch (t) {
-            case Test::kLat:
-              m = run_latency(b, x, size, iters, warm);
-              break;
+            case Test::kLat: m = run_latency(b, x, size, iters, warm); break;
             case Test::kBw:
               if (warm > 0) run_bandwidth(b, x, size, warm);
               m = run_bandwidth(b, x, size, iters);

@@ -1,11 +1,11 @@
 #include "perf/channel.h"
 
-#include <atomic>
-#include <csignal>
-#include <cstring>
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <atomic>
+#include <csignal>
+#include <cstring>
 
 namespace nfp {
 
@@ -80,8 +80,8 @@ void Chan::send(char type, const std::string& payload, const std::string& what) 
   for (int i = 0; i < 4; ++i) f[1 + i] = static_cast<char>((n >> (24 - 8 * i)) & 0xff);
   f += payload;
   if (!link_ || !link_->send(f.data(), f.size(), timeout_ms_))
-    peer_fail(what + ": cannot send " + type_text(type) + " to rank " +
-              std::to_string(1 - rank_) + " (out-of-band channel closed or timed out)");
+    peer_fail(what + ": cannot send " + type_text(type) + " to rank " + std::to_string(1 - rank_) +
+              " (out-of-band channel closed or timed out)");
 }
 
 bool Chan::read_rest(char type, std::string* payload, int timeout_ms) {
@@ -108,8 +108,7 @@ std::string Chan::recv(char type, const std::string& what) {
     t = pending_.front().first;
     payload = std::move(pending_.front().second);
     pending_.pop_front();
-  } else if (!link_ || !link_->recv(&t, 1, timeout_ms_) ||
-             !read_rest(t, &payload, timeout_ms_)) {
+  } else if (!link_ || !link_->recv(&t, 1, timeout_ms_) || !read_rest(t, &payload, timeout_ms_)) {
     peer_fail(what + ": rank " + std::to_string(1 - rank_) + " sent nothing within " +
               std::to_string(timeout_ms_ / 1000) +
               " s or closed the out-of-band channel (see --timeout)");

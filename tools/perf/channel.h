@@ -1,13 +1,13 @@
 // The two ranks' out-of-band channel (framed messages over nfc::Oob), the watch that bounds
 // every wait of the test loops, and a watchdog for calls that never return.
 #pragma once
+#include <sys/types.h>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <sys/types.h>
 #include <thread>
 #include <utility>
 

@@ -5,12 +5,12 @@
 #include <cstdlib>
 
 #ifdef NF_HAVE_MPI
+#include <mpi.h>
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iterator>
 #include <list>
-#include <mpi.h>
 #include <thread>
 #endif
 
@@ -45,8 +45,8 @@ bool mpi_built() { return true; }
 
 namespace {
 
-constexpr int kTag = 0x4e46;           // "NF"; below MPI_TAG_UB's guaranteed 32767
-constexpr size_t kChunk = 64 * 1024;   // the most one message carries; the receive is this big
+constexpr int kTag = 0x4e46;          // "NF"; below MPI_TAG_UB's guaranteed 32767
+constexpr size_t kChunk = 64 * 1024;  // the most one message carries; the receive is this big
 MPI_Comm g_comm = MPI_COMM_NULL;
 
 std::string mpi_error(const char* call, int rc) {
@@ -86,15 +86,15 @@ class MpiLink : public Link {
   bool broken_ = false;
   std::unique_ptr<char[]> rbuf_;
   MPI_Request rreq_ = MPI_REQUEST_NULL;
-  std::string in_;     // received, not yet read: in_[in_off_..]
+  std::string in_;  // received, not yet read: in_[in_off_..]
   size_t in_off_ = 0;
   std::list<Out> out_;  // sends in flight (list: their buffers never move)
 };
 
 void MpiLink::post_recv() {
   if (broken_) return;
-  const int rc = MPI_Irecv(rbuf_.get(), static_cast<int>(kChunk), MPI_BYTE, peer_, kTag, g_comm,
-                           &rreq_);
+  const int rc =
+      MPI_Irecv(rbuf_.get(), static_cast<int>(kChunk), MPI_BYTE, peer_, kTag, g_comm, &rreq_);
   if (rc != MPI_SUCCESS) {
     rreq_ = MPI_REQUEST_NULL;
     broken_ = true;

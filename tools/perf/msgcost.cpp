@@ -93,9 +93,7 @@ class Bound {
 
 // Message i's bytes: different for every message, never all zero (the receive buffer is cleared
 // before each receive, so a message that did not land is seen).
-uint64_t payload(long i) {
-  return (static_cast<uint64_t>(i) + 1) * 0x9e3779b97f4a7c15ull;
-}
+uint64_t payload(long i) { return (static_cast<uint64_t>(i) + 1) * 0x9e3779b97f4a7c15ull; }
 
 }  // namespace
 
@@ -112,8 +110,8 @@ __attribute__((noinline)) ncclResult_t irecv(nfc::NetPlugin& p, void* comm, void
   return p.irecv(comm, 1, data, size, tag, mh, req);
 }
 
-__attribute__((noinline)) ncclResult_t isend(nfc::NetPlugin& p, void* comm, void* data,
-                                             size_t size, int tag, void* mh, void** req) {
+__attribute__((noinline)) ncclResult_t isend(nfc::NetPlugin& p, void* comm, void* data, size_t size,
+                                             int tag, void* mh, void** req) {
   return p.isend(comm, data, size, tag, mh, req);
 }
 
@@ -197,7 +195,10 @@ int one_message(nfc::NetPlugin& p, const Options& o, long i, void* scomm, void* 
     }
     if ((!rdone || !sdone) && wait.expired()) {
       fprintf(stderr, "msgcost: message %ld: %s not done after %g s\n", i,
-              !rdone && !sdone ? "receive and send" : !rdone ? "receive" : "send", o.timeout_s);
+              !rdone && !sdone ? "receive and send"
+              : !rdone         ? "receive"
+                               : "send",
+              o.timeout_s);
       return 1;
     }
   }

@@ -1,4 +1,5 @@
 // Command line, --help, and the plan rank 0 sends to rank 1.
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -6,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
-#include <unistd.h>
 
 #include "perf/channel_mpi.h"
 #include "perf/perf.h"
@@ -49,9 +49,7 @@ std::vector<std::string> Options::plugin_modes() const {
   return m;
 }
 
-bool valid_protocol(const std::string& p) {
-  return p == "auto" || p == "sendrecv" || p == "rdma";
-}
+bool valid_protocol(const std::string& p) { return p == "auto" || p == "sendrecv" || p == "rdma"; }
 
 size_t Options::max_size() const {
   size_t m = 8;
@@ -82,94 +80,113 @@ size_t Options::warmup_for(Test t, size_t iters_n) const {
 }
 
 void usage(FILE* f) {
-  fprintf(f,
-"usage: %s [options]\n"
-"       %s --listen PORT [options]       (rank 0 of a run between two hosts)\n"
-"       %s --peer HOST:PORT [--plugin PATH] [--provider NAME]   (rank 1)\n"
-"       mpirun -np 2 %s [options]        (two ranks of an MPI job; MPI builds)\n"
-"       %s --plot OUT.png RESULT.csv|RESULT.json...\n"
-"\n"
-"Point-to-point tests of an NCCL net plugin, loaded through its ABI (v6 to v11) and driven the\n"
-"way NCCL drives it, next to raw libfabric doing the same transfers on the same provider, with\n"
-"the ratio plugin/raw. By default it forks two processes on this host and runs 8-byte latency\n"
-"and one-way bandwidth at 64 KiB, 1 MiB and 4 MiB.\n"
-"\n"
-"What to load\n"
-"  --plugin PATH      net plugin library (default: the one built next to this binary,\n"
-"                     else %s)\n"
-"  --abi N            use ncclNetPlugin_vN (6..11) instead of the newest the library exports\n"
-"  --device N         plugin device to use (default 0)\n"
-"  --provider NAME    libfabric provider for the raw transport, and NCCL_FABRIC_PROVIDER for\n"
-"                     the plugin (default: NCCL_FABRIC_PROVIDER if set, else '%s'); with\n"
-"                     another plugin, name the provider it uses so that raw compares\n"
-"  --protocol LIST    comma-separated NCCL_FABRIC_PROTOCOL values: sendrecv, rdma, auto. Each\n"
-"                     gets a plugin context of its own (the variable set before its init)\n"
-"                     and its own rows/columns, plugin:PROTO, measured alternately with the\n"
-"                     others and raw; more than one needs ncclNet v11 (default: the plugin's\n"
-"                     own choice, one context)\n"
-"  --no-raw           plugin only\n"
-"  --raw-only, --raw  raw libfabric only (no plugin needed)\n"
-"\n"
-"What to run\n"
-"  -t, --tests LIST   comma-separated: lat (ping-pong latency), bw (one-way bandwidth), bibw\n"
-"                     (bidirectional bandwidth), or all (default lat,bw)\n"
-"  -b, --minbytes SIZE  smallest size of a sweep (default 8 when only -e is given)\n"
-"  -e, --maxbytes SIZE  largest size of a sweep (default: -b)\n"
-"  -f, --stepfactor F   multiply the size by F (integer >= 2) at each step (default 2)\n"
-"  -i, --stepbytes SIZE add SIZE at each step instead\n"
-"                     Any of -b/-e/-f/-i runs every test at every size of the sweep; without\n"
-"                     them lat runs at 8 B and bw/bibw at 64 KiB, 1 MiB and 4 MiB. SIZE takes\n"
-"                     K, M or G (powers of 1024), e.g. 64K; 1 B to 1 GiB.\n"
-"  -n, --iters N      timed iterations of every test (default: latency %ld, fewer for large\n"
-"                     sizes: %zu MiB / size, at least 20; bandwidth %zu MiB / size per round,\n"
-"                     within %ld..%ld operations)\n"
-"  -w, --warmup N     untimed operations first, at most a quarter of the iterations\n"
-"                     (default 200); bandwidth warms up in a run of its own, at least a\n"
-"                     window per comm; 0: none\n"
-"  --window W         operations in flight per comm and direction, 1..%d (default 16)\n"
-"  --comms N          N send/recv comm pairs, as NCCL's channels use them: operations go\n"
-"                     round-robin over them, each comm with its own window (1..%d, default 1)\n"
-"  --group N          grouped receives: every operation is one irecv of N buffers with N\n"
-"                     distinct tags, matched by N isends; needs the plugin's maxRecvs >= N\n"
-"                     (raw: N tagged receives). 1..%d, default 1\n"
-"  -r, --rounds R     each row alternates plugin and raw R times and keeps each one's best\n"
-"                     round (default 3)\n"
-"  -c, --check [0|1]  fill every message with its own pattern and verify every byte received\n"
-"                     (timings then include the fill and the check)\n"
-"  --timeout SEC      longest any wait may go without progress, and how long --listen waits\n"
-"                     for its peer (default 150: after the plugin's own 120 s connect timeout)\n"
-"\n"
-"Between two hosts (the handles travel over a plain TCP socket, or over MPI)\n"
-"  --listen PORT      be rank 0: wait for the peer on PORT, run the tests, print the results\n"
-"  --peer HOST:PORT   be rank 1: connect to rank 0 and run its plan (tests, sizes, iterations,\n"
-"                     window, comms, group, modes, provider); only --plugin, --abi, --device,\n"
-"                     --provider and --timeout are its own\n"
-"  --mpi              run as one of the two ranks of an MPI job (mpirun -np 2 ...): the\n"
-"                     handles travel over MPI; implied when an MPI launcher started it\n"
-"                     (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK set). %s\n"
-"\n"
-"Output (rank 0)\n"
-"  default            a table: per test and size, for plugin and raw, time per operation\n"
-"                     (us), GB/s, CPU seconds per GB of each rank, and plugin/raw\n"
-"  --csv[=FILE]       CSV, one row per test, size and mode, to FILE or instead of the table\n"
-"  --json[=FILE]      the same rows as one JSON document, to FILE or instead of the table\n"
-"  --plot OUT.png [FILE...]  draw GB/s and latency against size with gnuplot, one line per\n"
-"                     test and mode of each result file (CSV or JSON from the options above),\n"
-"                     side by side; without files it runs the tests and plots this run\n"
-"  -h, --help         this text\n"
-"\n"
-"Environment: FI_TCP_IFACE=lo pins tcp;ofi_rxm to loopback; NCCL_FABRIC_INJECT=0 turns\n"
-"fi_tinject off in our plugin and in the raw transport alike; NCCL_DEBUG=INFO shows the\n"
-"plugin's log.\n"
-"Exit status: 0 on success; 1 on any failure (plugin, peer, timeout, data check, gnuplot), with\n"
-"a line on stderr saying which; 2 on bad usage.\n",
-          kProg, kProg, kProg, kProg, kProg,
-          NF_DEFAULT_PLUGIN[0] ? NF_DEFAULT_PLUGIN : "(none built in)",
-          kDefaultProvider, Options::kLatIters, Options::kLatBytes / MiB, Options::kBwBytes / MiB,
-          Options::kBwMinIters, Options::kBwMaxIters, kMaxWindow, kMaxComms, kMaxGroup,
-          mpi_built()
-              ? "This build has MPI."
-              : "Not supported in this build\n                     (configure --with-mpi).");
+  fprintf(
+      f,
+      "usage: %s [options]\n"
+      "       %s --listen PORT [options]       (rank 0 of a run between two hosts)\n"
+      "       %s --peer HOST:PORT [--plugin PATH] [--provider NAME]   (rank 1)\n"
+      "       mpirun -np 2 %s [options]        (two ranks of an MPI job; MPI builds)\n"
+      "       %s --plot OUT.png RESULT.csv|RESULT.json...\n"
+      "\n"
+      "Point-to-point tests of an NCCL net plugin, loaded through its ABI (v6 to v11) and driven "
+      "the\n"
+      "way NCCL drives it, next to raw libfabric doing the same transfers on the same provider, "
+      "with\n"
+      "the ratio plugin/raw. By default it forks two processes on this host and runs 8-byte "
+      "latency\n"
+      "and one-way bandwidth at 64 KiB, 1 MiB and 4 MiB.\n"
+      "\n"
+      "What to load\n"
+      "  --plugin PATH      net plugin library (default: the one built next to this binary,\n"
+      "                     else %s)\n"
+      "  --abi N            use ncclNetPlugin_vN (6..11) instead of the newest the library "
+      "exports\n"
+      "  --device N         plugin device to use (default 0)\n"
+      "  --provider NAME    libfabric provider for the raw transport, and NCCL_FABRIC_PROVIDER "
+      "for\n"
+      "                     the plugin (default: NCCL_FABRIC_PROVIDER if set, else '%s'); with\n"
+      "                     another plugin, name the provider it uses so that raw compares\n"
+      "  --protocol LIST    comma-separated NCCL_FABRIC_PROTOCOL values: sendrecv, rdma, auto. "
+      "Each\n"
+      "                     gets a plugin context of its own (the variable set before its init)\n"
+      "                     and its own rows/columns, plugin:PROTO, measured alternately with the\n"
+      "                     others and raw; more than one needs ncclNet v11 (default: the "
+      "plugin's\n"
+      "                     own choice, one context)\n"
+      "  --no-raw           plugin only\n"
+      "  --raw-only, --raw  raw libfabric only (no plugin needed)\n"
+      "\n"
+      "What to run\n"
+      "  -t, --tests LIST   comma-separated: lat (ping-pong latency), bw (one-way bandwidth), "
+      "bibw\n"
+      "                     (bidirectional bandwidth), or all (default lat,bw)\n"
+      "  -b, --minbytes SIZE  smallest size of a sweep (default 8 when only -e is given)\n"
+      "  -e, --maxbytes SIZE  largest size of a sweep (default: -b)\n"
+      "  -f, --stepfactor F   multiply the size by F (integer >= 2) at each step (default 2)\n"
+      "  -i, --stepbytes SIZE add SIZE at each step instead\n"
+      "                     Any of -b/-e/-f/-i runs every test at every size of the sweep; "
+      "without\n"
+      "                     them lat runs at 8 B and bw/bibw at 64 KiB, 1 MiB and 4 MiB. SIZE "
+      "takes\n"
+      "                     K, M or G (powers of 1024), e.g. 64K; 1 B to 1 GiB.\n"
+      "  -n, --iters N      timed iterations of every test (default: latency %ld, fewer for large\n"
+      "                     sizes: %zu MiB / size, at least 20; bandwidth %zu MiB / size per "
+      "round,\n"
+      "                     within %ld..%ld operations)\n"
+      "  -w, --warmup N     untimed operations first, at most a quarter of the iterations\n"
+      "                     (default 200); bandwidth warms up in a run of its own, at least a\n"
+      "                     window per comm; 0: none\n"
+      "  --window W         operations in flight per comm and direction, 1..%d (default 16)\n"
+      "  --comms N          N send/recv comm pairs, as NCCL's channels use them: operations go\n"
+      "                     round-robin over them, each comm with its own window (1..%d, default "
+      "1)\n"
+      "  --group N          grouped receives: every operation is one irecv of N buffers with N\n"
+      "                     distinct tags, matched by N isends; needs the plugin's maxRecvs >= N\n"
+      "                     (raw: N tagged receives). 1..%d, default 1\n"
+      "  -r, --rounds R     each row alternates plugin and raw R times and keeps each one's best\n"
+      "                     round (default 3)\n"
+      "  -c, --check [0|1]  fill every message with its own pattern and verify every byte "
+      "received\n"
+      "                     (timings then include the fill and the check)\n"
+      "  --timeout SEC      longest any wait may go without progress, and how long --listen waits\n"
+      "                     for its peer (default 150: after the plugin's own 120 s connect "
+      "timeout)\n"
+      "\n"
+      "Between two hosts (the handles travel over a plain TCP socket, or over MPI)\n"
+      "  --listen PORT      be rank 0: wait for the peer on PORT, run the tests, print the "
+      "results\n"
+      "  --peer HOST:PORT   be rank 1: connect to rank 0 and run its plan (tests, sizes, "
+      "iterations,\n"
+      "                     window, comms, group, modes, provider); only --plugin, --abi, "
+      "--device,\n"
+      "                     --provider and --timeout are its own\n"
+      "  --mpi              run as one of the two ranks of an MPI job (mpirun -np 2 ...): the\n"
+      "                     handles travel over MPI; implied when an MPI launcher started it\n"
+      "                     (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK set). %s\n"
+      "\n"
+      "Output (rank 0)\n"
+      "  default            a table: per test and size, for plugin and raw, time per operation\n"
+      "                     (us), GB/s, CPU seconds per GB of each rank, and plugin/raw\n"
+      "  --csv[=FILE]       CSV, one row per test, size and mode, to FILE or instead of the table\n"
+      "  --json[=FILE]      the same rows as one JSON document, to FILE or instead of the table\n"
+      "  --plot OUT.png [FILE...]  draw GB/s and latency against size with gnuplot, one line per\n"
+      "                     test and mode of each result file (CSV or JSON from the options "
+      "above),\n"
+      "                     side by side; without files it runs the tests and plots this run\n"
+      "  -h, --help         this text\n"
+      "\n"
+      "Environment: FI_TCP_IFACE=lo pins tcp;ofi_rxm to loopback; NCCL_FABRIC_INJECT=0 turns\n"
+      "fi_tinject off in our plugin and in the raw transport alike; NCCL_DEBUG=INFO shows the\n"
+      "plugin's log.\n"
+      "Exit status: 0 on success; 1 on any failure (plugin, peer, timeout, data check, gnuplot), "
+      "with\n"
+      "a line on stderr saying which; 2 on bad usage.\n",
+      kProg, kProg, kProg, kProg, kProg,
+      NF_DEFAULT_PLUGIN[0] ? NF_DEFAULT_PLUGIN : "(none built in)", kDefaultProvider,
+      Options::kLatIters, Options::kLatBytes / MiB, Options::kBwBytes / MiB, Options::kBwMinIters,
+      Options::kBwMaxIters, kMaxWindow, kMaxComms, kMaxGroup,
+      mpi_built() ? "This build has MPI."
+                  : "Not supported in this build\n                     (configure --with-mpi).");
 }
 
 namespace {
@@ -178,8 +195,7 @@ bool parse_long(const std::string& s, long lo, long hi, long* out) {
   errno = 0;
   char* end = nullptr;
   const long v = strtol(s.c_str(), &end, 10);
-  if (s.empty() || errno != 0 || end == s.c_str() || *end != '\0' || v < lo || v > hi)
-    return false;
+  if (s.empty() || errno != 0 || end == s.c_str() || *end != '\0' || v < lo || v > hi) return false;
   *out = v;
   return true;
 }
@@ -192,9 +208,11 @@ std::string real_path(const std::string& p) {
 }
 
 const char* const kBenchOpts[] = {
-    "-t", "--tests", "-b", "--minbytes", "-e", "--maxbytes", "-f", "--stepfactor", "-i",
-    "--stepbytes", "-n", "--iters", "-w", "--warmup", "--window", "--comms", "--group", "-r",
-    "--rounds", "-c", "--check", "--no-raw", "--raw-only", "--raw", "--protocol", "--protocols"};
+    "-t",         "--tests",      "-b",       "--minbytes",  "-e",         "--maxbytes",
+    "-f",         "--stepfactor", "-i",       "--stepbytes", "-n",         "--iters",
+    "-w",         "--warmup",     "--window", "--comms",     "--group",    "-r",
+    "--rounds",   "-c",           "--check",  "--no-raw",    "--raw-only", "--raw",
+    "--protocol", "--protocols"};
 
 }  // namespace
 
@@ -208,11 +226,16 @@ bool parse_size(const std::string& s, size_t* out) {
   suffix.erase(std::remove(suffix.begin(), suffix.end(), ' '), suffix.end());
   for (char& c : suffix) c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
   unsigned long long mult = 1;
-  if (suffix.empty() || suffix == "B") mult = 1;
-  else if (suffix == "K" || suffix == "KB" || suffix == "KIB") mult = KiB;
-  else if (suffix == "M" || suffix == "MB" || suffix == "MIB") mult = MiB;
-  else if (suffix == "G" || suffix == "GB" || suffix == "GIB") mult = GiB;
-  else return false;
+  if (suffix.empty() || suffix == "B")
+    mult = 1;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
+    mult = KiB;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
+    mult = MiB;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
+    mult = GiB;
+  else
+    return false;
   if (v == 0 || v > kMaxSize / mult) return false;
   *out = static_cast<size_t>(v * mult);
   return true;
@@ -220,10 +243,14 @@ bool parse_size(const std::string& s, size_t* out) {
 
 std::string size_text(size_t n) {
   char b[32];
-  if (n >= GiB && n % GiB == 0) snprintf(b, sizeof(b), "%zu GiB", n / GiB);
-  else if (n >= MiB && n % MiB == 0) snprintf(b, sizeof(b), "%zu MiB", n / MiB);
-  else if (n >= KiB && n % KiB == 0) snprintf(b, sizeof(b), "%zu KiB", n / KiB);
-  else snprintf(b, sizeof(b), "%zu B", n);
+  if (n >= GiB && n % GiB == 0)
+    snprintf(b, sizeof(b), "%zu GiB", n / GiB);
+  else if (n >= MiB && n % MiB == 0)
+    snprintf(b, sizeof(b), "%zu MiB", n / MiB);
+  else if (n >= KiB && n % KiB == 0)
+    snprintf(b, sizeof(b), "%zu KiB", n / KiB);
+  else
+    snprintf(b, sizeof(b), "%zu B", n);
   return b;
 }
 
@@ -239,8 +266,7 @@ int parse_args(int argc, char** argv, Options* o) {
     fprintf(stderr, "%s: %s (see --help)\n", kProg, m.c_str());
     return kExitUsage;
   };
-  bool size_opt = false, have_min = false, have_max = false, have_factor = false,
-       have_step = false;
+  bool size_opt = false, have_min = false, have_max = false, have_factor = false, have_step = false;
   size_t min_b = 0, max_b = 0, step_b = 0;
   long factor = 2;
   std::vector<std::string> positional;
@@ -261,7 +287,10 @@ int parse_args(int argc, char** argv, Options* o) {
       has_val = true;
     }
     auto value = [&](std::string* out) {
-      if (has_val) { *out = val; return true; }
+      if (has_val) {
+        *out = val;
+        return true;
+      }
       if (i + 1 >= argc) return false;
       *out = argv[++i];
       return true;
@@ -317,11 +346,16 @@ int parse_args(int argc, char** argv, Options* o) {
       std::string item;
       while (std::getline(ss, item, ',')) {
         std::vector<Test> add;
-        if (item == "lat") add = {Test::kLat};
-        else if (item == "bw") add = {Test::kBw};
-        else if (item == "bibw") add = {Test::kBibw};
-        else if (item == "all") add = {Test::kLat, Test::kBw, Test::kBibw};
-        else return bad("unknown test '" + item + "' (lat, bw, bibw or all)");
+        if (item == "lat")
+          add = {Test::kLat};
+        else if (item == "bw")
+          add = {Test::kBw};
+        else if (item == "bibw")
+          add = {Test::kBibw};
+        else if (item == "all")
+          add = {Test::kLat, Test::kBw, Test::kBibw};
+        else
+          return bad("unknown test '" + item + "' (lat, bw, bibw or all)");
         for (Test t : add)
           if (std::find(o->tests.begin(), o->tests.end(), t) == o->tests.end())
             o->tests.push_back(t);
@@ -369,7 +403,8 @@ int parse_args(int argc, char** argv, Options* o) {
       o->rounds = static_cast<int>(n);
     } else if (a == "-c" || a == "--check") {
       // nccl-tests spells it -c 1: a 0 or 1 after it is taken as its value.
-      if (!has_val && i + 1 < argc && (strcmp(argv[i + 1], "0") == 0 || strcmp(argv[i + 1], "1") == 0)) {
+      if (!has_val && i + 1 < argc &&
+          (strcmp(argv[i + 1], "0") == 0 || strcmp(argv[i + 1], "1") == 0)) {
         val = argv[++i];
         has_val = true;
       }
@@ -441,7 +476,8 @@ int parse_args(int argc, char** argv, Options* o) {
   }
 
   if (!positional.empty() && o->plot_path.empty())
-    return bad("unexpected argument '" + positional[0] + "' (result files go after --plot OUT.png)");
+    return bad("unexpected argument '" + positional[0] +
+               "' (result files go after --plot OUT.png)");
   o->plot_inputs = positional;
   if (!o->plot_inputs.empty()) return -1;  // only a plot: the rest does not matter
 
@@ -449,9 +485,12 @@ int parse_args(int argc, char** argv, Options* o) {
   if (!o->run_plugin && !o->protocols.empty())
     return bad("--protocol and --raw-only exclude each other (the protocol is the plugin's)");
   if (o->abi != 0 && o->abi < 11 && o->protocols.size() > 1)
-    return bad("--protocol with more than one value needs ncclNet v11 (a context per init); "
-               "--abi " + std::to_string(o->abi) + " has one process-wide context: run once "
-               "per protocol");
+    return bad(
+        "--protocol with more than one value needs ncclNet v11 (a context per init); "
+        "--abi " +
+        std::to_string(o->abi) +
+        " has one process-wide context: run once "
+        "per protocol");
   if (o->listen_port > 0 && !o->peer_host.empty())
     return bad("--listen and --peer exclude each other (one host listens, the other peers)");
   if (o->mpi && o->two_host())
@@ -522,7 +561,8 @@ bool resolve_plugin(Options* o, std::string* err) {
     }
     tried += (tried.empty() ? "" : ", ") + c;
   }
-  *err = "no plugin found (tried " + tried + "); build it with make, or pass --plugin PATH or "
+  *err = "no plugin found (tried " + tried +
+         "); build it with make, or pass --plugin PATH or "
          "--raw-only";
   return false;
 }
@@ -568,8 +608,10 @@ bool adopt_plan(const std::string& text, Options* o, std::string* err) {
   std::stringstream ss(text);
   std::string line;
   if (!std::getline(ss, line) || (line != kPlanMagic && line != kPlanMagic2)) {
-    *err = "rank 0 sent a plan this version does not understand (both sides must run the same "
-           "version of " + std::string(kProg) + ")";
+    *err =
+        "rank 0 sent a plan this version does not understand (both sides must run the same "
+        "version of " +
+        std::string(kProg) + ")";
     return false;
   }
   const bool with_protocols = line == kPlanMagic2;
@@ -595,24 +637,47 @@ bool adopt_plan(const std::string& text, Options* o, std::string* err) {
         return false;
       }
       p.provider = v;
-    } else if (k == "plugin") { if (!num(0, 1)) return false; p.run_plugin = n != 0; }
-    else if (k == "raw") { if (!num(0, 1)) return false; p.run_raw = n != 0; }
-    else if (k == "sweep") { if (!num(0, 1)) return false; p.sweep = n != 0; }
-    else if (k == "check") { if (!num(0, 1)) return false; p.check = n != 0; }
-    else if (k == "iters") { if (!num(0, 100000000)) return false; p.iters = n; }
-    else if (k == "warmup") { if (!num(0, 100000000)) return false; p.warmup = n; }
-    else if (k == "window") { if (!num(1, kMaxWindow)) return false; p.window = static_cast<int>(n); }
-    else if (k == "comms") { if (!num(1, kMaxComms)) return false; p.comms = static_cast<int>(n); }
-    else if (k == "group") { if (!num(1, kMaxGroup)) return false; p.group = static_cast<int>(n); }
-    else if (k == "rounds") { if (!num(1, 1000)) return false; p.rounds = static_cast<int>(n); }
-    else if (k == "tests") {
+    } else if (k == "plugin") {
+      if (!num(0, 1)) return false;
+      p.run_plugin = n != 0;
+    } else if (k == "raw") {
+      if (!num(0, 1)) return false;
+      p.run_raw = n != 0;
+    } else if (k == "sweep") {
+      if (!num(0, 1)) return false;
+      p.sweep = n != 0;
+    } else if (k == "check") {
+      if (!num(0, 1)) return false;
+      p.check = n != 0;
+    } else if (k == "iters") {
+      if (!num(0, 100000000)) return false;
+      p.iters = n;
+    } else if (k == "warmup") {
+      if (!num(0, 100000000)) return false;
+      p.warmup = n;
+    } else if (k == "window") {
+      if (!num(1, kMaxWindow)) return false;
+      p.window = static_cast<int>(n);
+    } else if (k == "comms") {
+      if (!num(1, kMaxComms)) return false;
+      p.comms = static_cast<int>(n);
+    } else if (k == "group") {
+      if (!num(1, kMaxGroup)) return false;
+      p.group = static_cast<int>(n);
+    } else if (k == "rounds") {
+      if (!num(1, 1000)) return false;
+      p.rounds = static_cast<int>(n);
+    } else if (k == "tests") {
       p.tests.clear();
       std::stringstream ts(v);
       std::string item;
       while (std::getline(ts, item, ',')) {
-        if (item == "lat") p.tests.push_back(Test::kLat);
-        else if (item == "bw") p.tests.push_back(Test::kBw);
-        else if (item == "bibw") p.tests.push_back(Test::kBibw);
+        if (item == "lat")
+          p.tests.push_back(Test::kLat);
+        else if (item == "bw")
+          p.tests.push_back(Test::kBw);
+        else if (item == "bibw")
+          p.tests.push_back(Test::kBibw);
       }
     } else if (k == "protocols") {
       std::stringstream ts(v);
@@ -636,8 +701,7 @@ bool adopt_plan(const std::string& text, Options* o, std::string* err) {
       }
     }
   }
-  if (p.tests.empty() || (p.sweep && p.sizes.empty()) ||
-      with_protocols == p.protocols.empty()) {
+  if (p.tests.empty() || (p.sweep && p.sizes.empty()) || with_protocols == p.protocols.empty()) {
     *err = "rank 0 sent an incomplete plan";
     return false;
   }

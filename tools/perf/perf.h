@@ -31,8 +31,8 @@ constexpr int kExitOk = 0, kExitFail = 1, kExitUsage = 2;
 constexpr int kMaxWindow = 32;
 constexpr int kMaxComms = 64;
 constexpr int kMaxGroup = 64;
-constexpr size_t kMaxSize = GiB;           // NCCL never sends more in one message
-constexpr size_t kMaxBuffer = 8 * GiB;     // send (and receive) buffer of one rank
+constexpr size_t kMaxSize = GiB;        // NCCL never sends more in one message
+constexpr size_t kMaxBuffer = 8 * GiB;  // send (and receive) buffer of one rank
 constexpr size_t kMaxSweepSizes = 256;
 
 enum class Test { kLat, kBw, kBibw };
@@ -45,16 +45,16 @@ struct Options {
   int device = 0;
   std::string provider;
   bool provider_given = false;  // --provider (or NCCL_FABRIC_PROVIDER) chose it
-  int timeout_s = 150;  // above the plugin's connect timeout (120 s): its error comes first
-  int listen_port = 0;    // > 0: rank 0 of a two-host run
-  std::string peer_host;  // non-empty: rank 1 of a two-host run
+  int timeout_s = 150;          // above the plugin's connect timeout (120 s): its error comes first
+  int listen_port = 0;          // > 0: rank 0 of a two-host run
+  std::string peer_host;        // non-empty: rank 1 of a two-host run
   int peer_port = 0;
-  bool mpi = false;        // both ranks started by an MPI launcher (or --mpi): the channel is MPI
+  bool mpi = false;          // both ranks started by an MPI launcher (or --mpi): the channel is MPI
   std::string mpi_launcher;  // what said so: "--mpi" or "OMPI_COMM_WORLD_SIZE=2"
   bool csv = false, json = false;
   std::string csv_path, json_path;  // "" = stdout
   std::string plot_path;
-  std::vector<std::string> plot_inputs;  // result files to plot; none: plot this run
+  std::vector<std::string> plot_inputs;       // result files to plot; none: plot this run
   std::vector<std::string> bench_opts_given;  // names, for the note on rank 1
 
   // The plan: in a two-host run rank 1 takes rank 0's.
@@ -63,9 +63,9 @@ struct Options {
   // per value, measured side by side. Empty: the plugin's default, one context, mode "plugin".
   std::vector<std::string> protocols;
   std::vector<Test> tests = {Test::kLat, Test::kBw};
-  bool sweep = false;       // -b/-e/-f/-i given: every test at every size of `sizes`
+  bool sweep = false;  // -b/-e/-f/-i given: every test at every size of `sizes`
   std::vector<size_t> sizes;
-  long iters = 0;           // 0: by size (below)
+  long iters = 0;  // 0: by size (below)
   long warmup = 200;
   int window = 16, comms = 1, group = 1, rounds = 3;
   bool check = false;
@@ -126,12 +126,12 @@ struct Result {
   size_t size = 0;   // bytes of one message
   size_t iters = 0;
   int group = 1, comms = 1, window = 1;
-  double time_us = 0;   // lat: one way (half the round trip, median); bw/bibw: per operation
-  double gbps = 0;      // 1e9 bytes/s; bibw counts both directions
-  double cpu_s[2] = {0, 0};       // CPU seconds of each rank over the timed part
+  double time_us = 0;        // lat: one way (half the round trip, median); bw/bibw: per operation
+  double gbps = 0;           // 1e9 bytes/s; bibw counts both directions
+  double cpu_s[2] = {0, 0};  // CPU seconds of each rank over the timed part
   double cpu_per_gb[2] = {0, 0};  // those per 1e9 bytes moved
-  double vs_raw = -1;   // plugin rows when raw ran too: plugin GB/s / raw GB/s (same row)
-  std::string label;    // where it came from (plots)
+  double vs_raw = -1;             // plugin rows when raw ran too: plugin GB/s / raw GB/s (same row)
+  std::string label;              // where it came from (plots)
 };
 
 // gnuplot's path from PATH, "" when it is not there.

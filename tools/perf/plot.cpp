@@ -1,14 +1,14 @@
 // --plot: bandwidth and latency against size, one line per test and mode of each result file,
 // two charts side by side in one PNG, drawn by gnuplot.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <map>
 #include <set>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "client/oob.h"
 #include "perf/report.h"
@@ -44,10 +44,14 @@ std::string gq(const std::string& s) {
 
 std::string short_size(size_t n) {
   char b[32];
-  if (n >= GiB && n % GiB == 0) snprintf(b, sizeof(b), "%zuG", n / GiB);
-  else if (n >= MiB && n % MiB == 0) snprintf(b, sizeof(b), "%zuM", n / MiB);
-  else if (n >= KiB && n % KiB == 0) snprintf(b, sizeof(b), "%zuK", n / KiB);
-  else snprintf(b, sizeof(b), "%zu", n);
+  if (n >= GiB && n % GiB == 0)
+    snprintf(b, sizeof(b), "%zuG", n / GiB);
+  else if (n >= MiB && n % MiB == 0)
+    snprintf(b, sizeof(b), "%zuM", n / MiB);
+  else if (n >= KiB && n % KiB == 0)
+    snprintf(b, sizeof(b), "%zuK", n / KiB);
+  else
+    snprintf(b, sizeof(b), "%zu", n);
   return b;
 }
 
@@ -115,12 +119,13 @@ int run_plot(const std::string& png, const std::vector<std::string>& files,
   }
 
   std::string sc;
-  sc += "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-        "  set terminal pngcairo size 1400,560 font 'sans,10'\n"
-        "} else {\n"
-        "  set terminal png size 1400,560\n"
-        "}\n"
-        "set termoption noenhanced\n";
+  sc +=
+      "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+      "  set terminal pngcairo size 1400,560 font 'sans,10'\n"
+      "} else {\n"
+      "  set terminal png size 1400,560\n"
+      "}\n"
+      "set termoption noenhanced\n";
   sc += "set output " + gq(png) + "\n";
   for (size_t i = 0; i < series.size(); ++i) {
     sc += "$d" + std::to_string(i) + " << EOD\n";
@@ -140,16 +145,18 @@ int run_plot(const std::string& png, const std::vector<std::string>& files,
     tics += (tics.empty() ? "" : ", ") + gq(short_size(s)) + " " + std::to_string(s);
   }
   sc += "set multiplot layout 1,2 title " + gq(std::string(kProg) + ": " + png) + "\n";
-  sc += "set logscale x 2\nset xtics (" + tics + ")\nset xlabel 'message size (bytes)'\n"
-        "set grid\nset key top left box opaque\nset offsets graph 0.03, graph 0.03, graph 0.05, 0\n";
+  sc +=
+      "set logscale x 2\nset xtics (" + tics +
+      ")\nset xlabel 'message size (bytes)'\n"
+      "set grid\nset key top left box opaque\nset offsets graph 0.03, graph 0.03, graph 0.05, 0\n";
   auto plot = [&](bool bw_panel, bool filter) {
     std::string cmd = "plot ";
     bool first = true;
     for (size_t i = 0; i < series.size(); ++i) {
       const bool is_lat = series[i].test == "lat";
       if (filter && is_lat == bw_panel) continue;
-      cmd += std::string(first ? "" : ", ") + "$d" + std::to_string(i) + " using 1:" +
-             (bw_panel ? "2" : "3") + " with linespoints lw 2 pt 7 ps 0.8 title " +
+      cmd += std::string(first ? "" : ", ") + "$d" + std::to_string(i) +
+             " using 1:" + (bw_panel ? "2" : "3") + " with linespoints lw 2 pt 7 ps 0.8 title " +
              gq(series[i].title);
       first = false;
     }

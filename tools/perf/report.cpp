@@ -109,11 +109,15 @@ void Report::header(const RunInfo& info) {
     std::string list;
     for (const std::string& p : o.protocols) list += (list.empty() ? "" : ", ") + p;
     if (o.protocols.size() == 1)
-      printf("\n# protocol: %s (NCCL_FABRIC_PROTOCOL set before the plugin's init; rows "
-             "plugin:%s)", list.c_str(), list.c_str());
+      printf(
+          "\n# protocol: %s (NCCL_FABRIC_PROTOCOL set before the plugin's init; rows "
+          "plugin:%s)",
+          list.c_str(), list.c_str());
     else
-      printf("\n# protocols: %s: a plugin context each, NCCL_FABRIC_PROTOCOL set before its "
-             "init (rows plugin:PROTO)", list.c_str());
+      printf(
+          "\n# protocols: %s: a plugin context each, NCCL_FABRIC_PROTOCOL set before its "
+          "init (rows plugin:PROTO)",
+          list.c_str());
   }
   printf("\n# libfabric %u.%u", FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
   if (o.run_raw)
@@ -135,20 +139,25 @@ void Report::header(const RunInfo& info) {
   const std::vector<std::string> modes = modes_of(o);
   std::string alternating;
   for (size_t i = 0; modes.size() > 1 && i < modes.size(); ++i)
-    alternating += std::string(i == 0 ? (o.protocols.empty() ? ", " : ",\n#   ")
-                               : i + 1 == modes.size() ? " and " : ", ") + modes[i];
+    alternating += std::string(i == 0                  ? (o.protocols.empty() ? ", " : ",\n#   ")
+                               : i + 1 == modes.size() ? " and "
+                                                       : ", ") +
+                   modes[i];
   if (!alternating.empty()) alternating += " alternating";
-  printf("# lat: ping-pong, time = half the round trip (median); bw: rank 0 sends, time = its\n"
-         "#   clock from first send to rank 1's ack, per operation; bibw: both send at once, GB/s\n"
-         "#   counts both directions. GB/s = 1e9 bytes/s. cpu0/cpu1: CPU seconds of rank 0/1 (all\n"
-         "#   threads) per 1e9 bytes moved. Each row: best of %d round%s%s.\n",
-         o.rounds, o.rounds == 1 ? "" : "s", alternating.c_str());
+  printf(
+      "# lat: ping-pong, time = half the round trip (median); bw: rank 0 sends, time = its\n"
+      "#   clock from first send to rank 1's ack, per operation; bibw: both send at once, GB/s\n"
+      "#   counts both directions. GB/s = 1e9 bytes/s. cpu0/cpu1: CPU seconds of rank 0/1 (all\n"
+      "#   threads) per 1e9 bytes moved. Each row: best of %d round%s%s.\n",
+      o.rounds, o.rounds == 1 ? "" : "s", alternating.c_str());
   if (o.run_plugin && o.run_raw && o.protocols.empty())
-    printf("# plugin/raw: plugin GB/s over raw GB/s (for lat: raw time over plugin time); 1.0 is "
-           "ideal, lower is worse\n");
+    printf(
+        "# plugin/raw: plugin GB/s over raw GB/s (for lat: raw time over plugin time); 1.0 is "
+        "ideal, lower is worse\n");
   else if (o.run_plugin && o.run_raw)
-    printf("# PROTO/raw: plugin:PROTO GB/s over raw GB/s of the same row (for lat: raw time over\n"
-           "#   plugin:PROTO time); 1.0 is ideal, lower is worse\n");
+    printf(
+        "# PROTO/raw: plugin:PROTO GB/s over raw GB/s of the same row (for lat: raw time over\n"
+        "#   plugin:PROTO time); 1.0 is ideal, lower is worse\n");
   printf("#\n");
   printf("# %-26s", "");
   for (const std::string& m : modes) {
@@ -209,8 +218,8 @@ bool Report::finish(double seconds, std::string* err) {
   fflush(stdout);
   if (json_ != nullptr) {
     FILE* f = json_;
-    fprintf(f, "{\n  \"tool\": %s,\n  \"format\": 1,\n  \"provider\": %s,\n", json_str(kProg).c_str(),
-            json_str(o_.provider).c_str());
+    fprintf(f, "{\n  \"tool\": %s,\n  \"format\": 1,\n  \"provider\": %s,\n",
+            json_str(kProg).c_str(), json_str(o_.provider).c_str());
     if (o_.run_plugin)
       fprintf(f,
               "  \"plugin\": {\"path\": %s, \"name\": %s, \"abi\": %d, \"device\": %d, "
@@ -240,8 +249,8 @@ bool Report::finish(double seconds, std::string* err) {
               "\"comms\": %d, \"window\": %d, \"time_us\": %s, \"gb_per_s\": %s, "
               "\"cpu_s_per_gb_rank0\": %s, \"cpu_s_per_gb_rank1\": %s, \"cpu_s_rank0\": %s, "
               "\"cpu_s_rank1\": %s, \"plugin_vs_raw\": %s}%s\n",
-              json_str(r.test).c_str(), json_str(r.mode).c_str(), r.size, r.iters, r.group,
-              r.comms, r.window, num(r.time_us, "%.3f").c_str(), num(r.gbps).c_str(),
+              json_str(r.test).c_str(), json_str(r.mode).c_str(), r.size, r.iters, r.group, r.comms,
+              r.window, num(r.time_us, "%.3f").c_str(), num(r.gbps).c_str(),
               num(r.cpu_per_gb[0]).c_str(), num(r.cpu_per_gb[1]).c_str(), num(r.cpu_s[0]).c_str(),
               num(r.cpu_s[1]).c_str(), r.vs_raw >= 0 ? num(r.vs_raw, "%.4f").c_str() : "null",
               i + 1 < all_.size() ? "," : "");
@@ -308,8 +317,10 @@ class JParser {
       if (c == '\\') {
         if (p_ >= t_.size()) return false;
         c = t_[p_++];
-        if (c == 'n') c = '\n';
-        else if (c == 't') c = '\t';
+        if (c == 'n')
+          c = '\n';
+        else if (c == 't')
+          c = '\t';
         else if (c == 'u') {  // keep ASCII, replace the rest
           if (p_ + 4 > t_.size()) return false;
           const long cp = strtol(t_.substr(p_, 4).c_str(), nullptr, 16);
@@ -344,7 +355,10 @@ class JParser {
         if (!value(&kv.second, depth + 1)) return false;
         v->obj.push_back(std::move(kv));
         ws();
-        if (p_ < t_.size() && t_[p_] == ',') { ++p_; continue; }
+        if (p_ < t_.size() && t_[p_] == ',') {
+          ++p_;
+          continue;
+        }
         if (p_ < t_.size() && t_[p_] == '}') return ++p_, true;
         return false;
       }
@@ -359,7 +373,10 @@ class JParser {
         if (!value(&e, depth + 1)) return false;
         v->arr.push_back(std::move(e));
         ws();
-        if (p_ < t_.size() && t_[p_] == ',') { ++p_; continue; }
+        if (p_ < t_.size() && t_[p_] == ',') {
+          ++p_;
+          continue;
+        }
         if (p_ < t_.size() && t_[p_] == ']') return ++p_, true;
         return false;
       }
@@ -368,9 +385,19 @@ class JParser {
       v->type = JVal::kStr;
       return str(&v->s);
     }
-    if (lit("true")) { v->type = JVal::kBool; v->n = 1; return true; }
-    if (lit("false")) { v->type = JVal::kBool; return true; }
-    if (lit("null")) { v->type = JVal::kNull; return true; }
+    if (lit("true")) {
+      v->type = JVal::kBool;
+      v->n = 1;
+      return true;
+    }
+    if (lit("false")) {
+      v->type = JVal::kBool;
+      return true;
+    }
+    if (lit("null")) {
+      v->type = JVal::kNull;
+      return true;
+    }
     char* end = nullptr;
     v->n = strtod(t_.c_str() + p_, &end);
     if (end == t_.c_str() + p_) return false;
@@ -389,9 +416,13 @@ std::vector<std::string> split_csv(const std::string& line) {
   for (size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
     if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') { out.back() += '"'; ++i; }
-      else if (c == '"') quoted = false;
-      else out.back() += c;
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        out.back() += '"';
+        ++i;
+      } else if (c == '"')
+        quoted = false;
+      else
+        out.back() += c;
     } else if (c == '"') {
       quoted = true;
     } else if (c == ',') {

@@ -43,12 +43,14 @@ class Report {
   const std::vector<Result>& results() const { return all_; }
 
  private:
-  bool table() const { return !(o_.csv && o_.csv_path.empty()) && !(o_.json && o_.json_path.empty()); }
+  bool table() const {
+    return !(o_.csv && o_.csv_path.empty()) && !(o_.json && o_.json_path.empty());
+  }
   void csv_row(const Result& r);
 
   const Options& o_;
   RunInfo info_;
-  FILE* csv_ = nullptr;   // stdout or a file
+  FILE* csv_ = nullptr;  // stdout or a file
   FILE* json_ = nullptr;
   std::vector<Result> all_;
 };

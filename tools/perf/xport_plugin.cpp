@@ -118,8 +118,9 @@ Xport::Post PluginXport::post_send(int slot, int comm, char* buf, size_t len, in
   }
   while (s.parts < n) {
     void* req = nullptr;
-    ncclResult_t r = p_.isend(send_[static_cast<size_t>(comm)], buf + static_cast<size_t>(s.parts) * len,
-                              len, my_tag_ + s.parts, smr_[static_cast<size_t>(comm)], &req);
+    ncclResult_t r =
+        p_.isend(send_[static_cast<size_t>(comm)], buf + static_cast<size_t>(s.parts) * len, len,
+                 my_tag_ + s.parts, smr_[static_cast<size_t>(comm)], &req);
     if (r != ncclSuccess) plugin_fail("isend", r, name_);
     if (req == nullptr) return Post::kRetry;
     s.reqs[s.parts] = req;

@@ -2,10 +2,10 @@
 // per comm; a grouped receive is n tagged receives with the group's n tags.
 #include "perf/xport.h"
 
+#include <sys/socket.h>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <sys/socket.h>
 #include <thread>
 
 namespace nfp {
@@ -89,7 +89,8 @@ void RawXport::open(nfc::RawConfig cfg, Chan& chan, std::string* note) {
   chan.sync("raw libfabric setup");
   for (auto& f : fabs_) {
     std::string err;
-    if (chan.oob() == nullptr) connect_over_frames(f.get(), chan);
+    if (chan.oob() == nullptr)
+      connect_over_frames(f.get(), chan);
     else if (!f->connect_peer(*chan.oob(), chan.timeout_ms(), &err))
       peer_fail("raw libfabric: " + err);
   }

@@ -47,9 +47,9 @@ std::string shape_str(const NcclTestsLog& l) {
 
 struct Series {
   const NcclTestsLog* log = nullptr;
-  std::string name;                   // "ring/ll"
-  std::map<uint64_t, double> time;    // usable measurements, us
-  std::set<uint64_t> wrong;           // sizes left out for #wrong > 0
+  std::string name;                 // "ring/ll"
+  std::map<uint64_t, double> time;  // usable measurements, us
+  std::set<uint64_t> wrong;         // sizes left out for #wrong > 0
 };
 
 Status fail(std::string* error, const std::string& msg) {
@@ -65,32 +65,34 @@ Status check_logs(const std::vector<NcclTestsLog>& logs, const CalibrateOptions&
   const NcclTestsLog& first = logs[0];
   for (size_t i = 0; i < logs.size(); ++i) {
     const NcclTestsLog& l = logs[i];
-    if (l.algo < 0 || l.algo >= tuner::kNumAlgos || l.proto < 0 ||
-        l.proto >= tuner::kNumProtos) {
-      return fail(error, l.path + ": which algorithm/protocol pair ran is not known (no single "
-                                  "NCCL_ALGO/NCCL_PROTO line in the log): put --label ALGO/PROTO "
-                                  "before it");
+    if (l.algo < 0 || l.algo >= tuner::kNumAlgos || l.proto < 0 || l.proto >= tuner::kNumProtos) {
+      return fail(error, l.path +
+                             ": which algorithm/protocol pair ran is not known (no single "
+                             "NCCL_ALGO/NCCL_PROTO line in the log): put --label ALGO/PROTO "
+                             "before it");
     }
     if (l.coll < 0 || l.coll >= tuner::kNumColls)
-      return fail(error, l.path + ": collective not known (neither the log nor the file name "
-                                  "names the nccl-tests program)");
+      return fail(error, l.path +
+                             ": collective not known (neither the log nor the file name "
+                             "names the nccl-tests program)");
     if (l.coll != first.coll) {
       return fail(error, l.path + ": " + coll_label(l.coll) + ", but " + first.path + " is " +
                              coll_label(first.coll));
     }
     if (l.n_nodes != first.n_nodes || l.n_ranks != first.n_ranks ||
         l.ranks_per_node != first.ranks_per_node) {
-      return fail(error, l.path + ": " + shape_str(l) + ", but " + first.path + " has " +
-                             shape_str(first));
+      return fail(
+          error, l.path + ": " + shape_str(l) + ", but " + first.path + " has " + shape_str(first));
     }
     if (opt.exact_shape && l.n_ranks <= 0) {
-      return fail(error, l.path + ": no \"# Rank\" lines, so the shape is not known; "
-                                  "calibrate for any shape instead");
+      return fail(error, l.path +
+                             ": no \"# Rank\" lines, so the shape is not known; "
+                             "calibrate for any shape instead");
     }
     for (size_t j = 0; j < i; ++j) {
       if (logs[j].algo == l.algo && logs[j].proto == l.proto) {
-        return fail(error, l.path + ": " + tuner::pair_name(l.algo, l.proto) +
-                               " again (also " + logs[j].path + "); one log per pair");
+        return fail(error, l.path + ": " + tuner::pair_name(l.algo, l.proto) + " again (also " +
+                               logs[j].path + "); one log per pair");
       }
     }
   }
@@ -141,8 +143,8 @@ struct Run {
   std::vector<uint64_t> sizes;  // measured sizes it won
 };
 
-std::string describe(const std::vector<Series>& series, const Run& run, uint64_t lo,
-                     uint64_t hi, double tolerance) {
+std::string describe(const std::vector<Series>& series, const Run& run, uint64_t lo, uint64_t hi,
+                     double tolerance) {
   const Series& w = series[run.winner];
   const uint64_t mid = run.sizes[run.sizes.size() / 2];
   const double t = w.time.at(mid);
@@ -154,8 +156,8 @@ std::string describe(const std::vector<Series>& series, const Run& run, uint64_t
     c += " at " + tuner::format_size(mid) + ", the only pair measured there";
   } else {
     const double to = series[other].time.at(mid);
-    c += std::string(to < t ? " vs " : " vs next best ") + series[other].name + " " +
-         us_str(to) + " at " + tuner::format_size(mid);
+    c += std::string(to < t ? " vs " : " vs next best ") + series[other].name + " " + us_str(to) +
+         " at " + tuner::format_size(mid);
     if (to < t) {
       char pct[32];
       std::snprintf(pct, sizeof(pct), "%g%%", tolerance * 100);
@@ -203,8 +205,7 @@ Status calibrate(const std::vector<NcclTestsLog>& logs, const CalibrateOptions& 
     if (!runs.empty()) {
       const Series& prev = series[runs.back().winner];
       auto it = prev.time.find(size);
-      if (it != prev.time.end() &&
-          it->second <= series[best].time.at(size) * (1 + opt.tolerance))
+      if (it != prev.time.end() && it->second <= series[best].time.at(size) * (1 + opt.tolerance))
         winner = runs.back().winner;
     }
     if (runs.empty() || runs.back().winner != winner) runs.push_back(Run{winner, {}});

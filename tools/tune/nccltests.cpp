@@ -2,6 +2,7 @@
 // the row layout, so builds with or without the root column or the in-place group both read.
 #include "tools/tune/nccltests.h"
 
+#include <sys/stat.h>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -10,7 +11,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <sys/stat.h>
 
 namespace nf {
 namespace tune {
@@ -104,7 +104,10 @@ std::string strip_tag(const std::string& line, bool* is_stderr) {
 // because "reduce" is part of all_reduce and reduce_scatter; a name must not run into letters on
 // either side ("reduced" is no collective). Two different collectives in one name: unknown.
 int coll_from_text(const std::string& text) {
-  static const struct { const char* name; int coll; } kNames[] = {
+  static const struct {
+    const char* name;
+    int coll;
+  } kNames[] = {
       {"all_reduce", 4}, {"allreduce", 4}, {"reduce_scatter", 3}, {"reducescatter", 3},
       {"all_gather", 2}, {"allgather", 2}, {"broadcast", 0},      {"reduce", 1},
   };
@@ -163,7 +166,7 @@ void note_env(const std::string& line, const char* key, int (*decode)(const std:
 struct Layout {
   int n_prefix = 0;  // columns before the first time
   int size = -1, count = -1, type = -1, redop = -1, root = -1;
-  int group = 0;     // columns per out-of-place/in-place group
+  int group = 0;  // columns per out-of-place/in-place group
   int n_groups = 0;
   int algbw = -1, busbw = -1, wrong = -1;  // offsets inside a group
 };
@@ -172,8 +175,10 @@ bool parse_header(const std::vector<std::string>& cols, Layout* l) {
   int first_time = -1;
   for (size_t i = 0; i < cols.size(); ++i) {
     if (cols[i] == "time") {
-      if (first_time < 0) first_time = static_cast<int>(i);
-      else if (l->group == 0) l->group = static_cast<int>(i) - first_time;
+      if (first_time < 0)
+        first_time = static_cast<int>(i);
+      else if (l->group == 0)
+        l->group = static_cast<int>(i) - first_time;
       ++l->n_groups;
     }
   }
@@ -182,17 +187,25 @@ bool parse_header(const std::vector<std::string>& cols, Layout* l) {
   l->n_prefix = first_time;
   for (int i = 0; i < first_time; ++i) {
     const std::string& c = cols[i];
-    if (c == "size") l->size = i;
-    else if (c == "count") l->count = i;
-    else if (c == "type") l->type = i;
-    else if (c == "redop") l->redop = i;
-    else if (c == "root") l->root = i;
+    if (c == "size")
+      l->size = i;
+    else if (c == "count")
+      l->count = i;
+    else if (c == "type")
+      l->type = i;
+    else if (c == "redop")
+      l->redop = i;
+    else if (c == "root")
+      l->root = i;
   }
   for (int i = 1; i < l->group; ++i) {
     const std::string& c = cols[first_time + i];
-    if (c == "algbw") l->algbw = i;
-    else if (c == "busbw") l->busbw = i;
-    else if (c == "#wrong" || c == "wrong") l->wrong = i;
+    if (c == "algbw")
+      l->algbw = i;
+    else if (c == "busbw")
+      l->busbw = i;
+    else if (c == "#wrong" || c == "wrong")
+      l->wrong = i;
   }
   // Every group must look like the first, or rows cannot be cut into groups.
   if (static_cast<int>(cols.size()) != first_time + l->n_groups * l->group) return false;
@@ -243,8 +256,8 @@ Status parse_row(const std::vector<std::string>& f, const Layout& l, const std::
   row->ip_wrong = -1;
   if (f.size() == full && l.n_groups >= 2) {
     double ip_algbw = 0;
-    NF_CHECK(group(l.n_prefix + l.group, &row->ip_time_us, &ip_algbw, &row->ip_busbw,
-                   &row->ip_wrong));
+    NF_CHECK(
+        group(l.n_prefix + l.group, &row->ip_time_us, &ip_algbw, &row->ip_busbw, &row->ip_wrong));
   }
   return Status::kOk;
 }
@@ -297,8 +310,7 @@ Status parse_nccl_tests(const std::string& text, const std::string& path, NcclTe
       if (t.empty()) continue;
       if (t[0] == "size") {
         if (!out->rows.empty()) {
-          *error = where(path, line_no) +
-                   "a second results table; give one nccl-tests run per log";
+          *error = where(path, line_no) + "a second results table; give one nccl-tests run per log";
           return Status::kInvalidArgument;
         }
         if (!parse_header(t, &layout)) {

@@ -22,22 +22,22 @@ struct NcclTestsRow {
   double busbw = 0;        // GB/s, out-of-place
   double ip_time_us = -1;  // in-place, -1 when the log has no in-place columns
   double ip_busbw = -1;
-  long wrong = 0;          // #wrong out-of-place; -1 when the log printed N/A
-  long ip_wrong = 0;       // #wrong in-place; -1 when N/A or the log has no in-place columns
+  long wrong = 0;     // #wrong out-of-place; -1 when the log printed N/A
+  long ip_wrong = 0;  // #wrong in-place; -1 when N/A or the log has no in-place columns
 };
 
 struct NcclTestsLog {
   std::string path;
-  int coll = -1;              // ncclFunc_t 0..4 when known (from the program name in the log or
-                              // the file name: all_reduce_perf -> allreduce), else -1
-  int n_ranks = 0;            // "#  Rank  N Group ..." lines
-  int n_nodes = 0;            // distinct hosts among them
-  int ranks_per_node = 0;     // most ranks on one host
-  std::string nccl_version;   // "2.26.2+cuda12.2"
-  int algo = -1;              // from "NCCL_ALGO set by environment to ..." lines, else -1
-  int proto = -1;             // likewise NCCL_PROTO
+  int coll = -1;             // ncclFunc_t 0..4 when known (from the program name in the log or
+                             // the file name: all_reduce_perf -> allreduce), else -1
+  int n_ranks = 0;           // "#  Rank  N Group ..." lines
+  int n_nodes = 0;           // distinct hosts among them
+  int ranks_per_node = 0;    // most ranks on one host
+  std::string nccl_version;  // "2.26.2+cuda12.2"
+  int algo = -1;             // from "NCCL_ALGO set by environment to ..." lines, else -1
+  int proto = -1;            // likewise NCCL_PROTO
   std::vector<NcclTestsRow> rows;
-  double avg_busbw = -1;      // "# Avg bus bandwidth" when present
+  double avg_busbw = -1;  // "# Avg bus bandwidth" when present
 };
 
 // Parses one log's text. Lines that are not part of the results table are skipped; a log with no
