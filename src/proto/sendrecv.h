@@ -357,6 +357,13 @@ void fail_request(Request* r, Status s);
 void comm_fail(Comm& c, Status s, const char* why);
 // Adds c to its endpoint's list of comms. Under sep->mu.
 void comm_register(Comm& c);
+// Posts the receive operations `r` still owes (sendrecv.cpp); -FI_EAGAIN leaves the rest for
+// a later progress call.
+Status post_recvs(Comm& c, Request* r);
+// Posts a flush's read (reg.cpp); -FI_EAGAIN leaves it for a later test().
+Status post_flush(Comm& c, Request* r);
+// What a comm's progress does after the CQ is read: RDMA reposts and retries, deferred posts.
+Status comm_tail(Comm& c);
 void defer(Comm& c, Request* r);
 
 Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out);

@@ -1,0 +1,397 @@
+// A comm's life: its requests (taken from and given back to its pool), failure, deferred posts,
+// the control messages of the handshake, and close: waiting for the provider to give back what
+// the comm still has in flight, or leaving it to the endpoint as a zombie.
+#include "proto/sendrecv.h"
+
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include <rdma/fi_errno.h>
+
+#include "fabric/errors.h"
+#include "mem/mr_cache.h"
+#include "proto/liveness.h"
+#include "proto/rdma.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace nf {
+namespace {
+
+// Extra requests of a comm for the RDMA protocol's persistent receives.
+constexpr size_t kPersistentRequests = kEagerBufs > kCtsBufs ? kEagerBufs : kCtsBufs;
+// Two control requests (connect + ack) come on top of what NCCL may have in flight.
+constexpr size_t kCtrlRequests = 2;
+// A closing comm waits for the provider to give back its operations for at most half of
+// NCCL_FABRIC_PEER_TIMEOUT (this when probing is off): a live peer completes them in
+// milliseconds, and a dead one is found by the probes in that time or soon after. When its
+// connection had failed already (nothing more will arrive), it waits for this long.
+constexpr uint64_t kCloseWaitNoProbeNs = 5000000000ull;
+constexpr uint64_t kCloseWaitFailedNs = 100000000ull;
+// A closing comm takes what its peer still sends into its posted receives until nothing arrived
+// for this long (a peer that closed, or never sends, leaves them empty).
+constexpr uint64_t kCloseQuietNs = 200000000ull;
+
+}  // namespace
+
+Request* take_request(Comm& c, ReqType type, int n) {
+  Request* r = c.pool->get();
+  if (r == nullptr) return nullptr;
+  r->magic = kReqMagic;
+  r->type = type;
+  r->state = ReqState::kPending;
+  r->abandoned = false;
+  r->zombie = false;
+  r->zowner = nullptr;
+  r->n = static_cast<uint8_t>(n);
+  r->posted = 0;
+  r->in_flight = 0;
+  r->error = Status::kOk;
+  r->comm = &c;
+  r->next_deferred = nullptr;
+  for (int i = 0; i < n; ++i) {
+    r->sizes[i] = 0;
+    r->mhs[i] = nullptr;
+    r->ops[i].req = r;
+    r->ops[i].index = static_cast<uint32_t>(i);
+    r->op_len[i] = 0;
+  }
+  r->mrs_counted = false;
+  return r;
+}
+
+void comm_register(Comm& c) { c.sep->comms.push_back(&c); }
+
+void comm_fail(Comm& c, Status s, const char* why) {
+  if (!ok(c.failed)) return;
+  c.failed = s;
+  NF_WARN("connection with %s failed: %s; every request on it fails", c.peer_name.c_str(), why);
+}
+
+void fail_request(Request* r, Status s) {
+  if (r->state != ReqState::kError) {
+    r->state = ReqState::kError;
+    r->error = s;
+  }
+}
+
+void defer(Comm& c, Request* r) {
+  r->next_deferred = nullptr;
+  if (c.deferred_tail)
+    c.deferred_tail->next_deferred = r;
+  else
+    c.deferred_head = r;
+  c.deferred_tail = r;
+}
+
+namespace {
+
+Status post_deferred(Comm& c) {
+  while (c.deferred_head != nullptr) {
+    Request* r = c.deferred_head;
+    Status s = r->type == ReqType::kSend ? rdma_post_writes(c, r) : post_recvs(c, r);
+    if (r->posted < r->n && ok(s)) return Status::kOk;  // still blocked
+    c.deferred_head = r->next_deferred;
+    if (c.deferred_head == nullptr) c.deferred_tail = nullptr;
+    r->next_deferred = nullptr;
+    if (r->abandoned && r->in_flight == 0) request_release(r);
+  }
+  return Status::kOk;
+}
+
+}  // namespace
+
+bool Comm::close_wait() {
+  const uint64_t start = now_ns();
+  const int64_t t = params.get_int(ParamId::kPeerTimeout);
+  uint64_t limit = t > 0 ? static_cast<uint64_t>(t) * 500000000ull : kCloseWaitNoProbeNs;
+  bool failed_before = false;
+  {
+    std::lock_guard<std::mutex> lock(sep->mu);
+    closing = true;
+    close_waiting = true;
+    failed_before = !ok(failed) || !ok(sep->failed);
+    // Grouped receives not fully posted: what was never posted never will be.
+    for (Request* r = deferred_head; r != nullptr;) {
+      Request* next = r->next_deferred;
+      r->next_deferred = nullptr;
+      r->n = r->posted;
+      r = next;
+    }
+    deferred_head = deferred_tail = nullptr;
+    if (rdma) {
+      rdma->n_repost = 0;
+      rdma->n_cts_retry = 0;
+    }
+  }
+  if (failed_before) limit = kCloseWaitFailedNs;
+  // Cancels our posted receives (sends cannot be cancelled and finish or fail on their own; an
+  // RDMA receive has only its CTS send out) and stops RDMA receives taking writes. Under sep->mu.
+  auto cancel_posted = [this] {
+    pool->for_each([&](Request* r) {
+      if (r->state == ReqState::kFree || r->in_flight == 0) return;
+      if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend || r->type == ReqType::kFlush)
+        return;
+      if (r->type == ReqType::kRecv && proto == kProtoRdma) return;
+      for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
+    });
+    rdma_close(*this);  // slots freed, registrations no longer in use by announced receives
+  };
+  // 1. Drain: messages the peer already sent into our posted receives (also a closed peer's, which
+  //    its provider still delivers) are taken, not cancelled: cancelled, they would stay in our
+  //    provider as unexpected messages, and rxm stalls a connection behind those. Until every
+  //    receive is complete, or nothing arrived for kCloseQuietNs (a peer that never sends).
+  // 2. Cancel what is still posted. 3. Wait for the provider to give back the rest (sends,
+  //    cancellations), within the bound.
+  uint64_t seen = events;
+  uint64_t quiet_since = start;
+  bool cancelled = false;
+  bool busy = true;
+  for (int pass = 0;; ++pass) {
+    uint64_t now;
+    {
+      std::lock_guard<std::mutex> lock(sep->mu);
+      if (!ok(comm_progress(*this))) break;
+      now = now_ns();
+      if (events != seen) {
+        seen = events;
+        quiet_since = now;
+      }
+      busy = false;
+      bool receiving = false;
+      pool->for_each([&](Request* r) {
+        if (r->state == ReqState::kFree) return;
+        if (r->in_flight != 0) busy = true;
+        if (r->type == ReqType::kRecv && r->state == ReqState::kPending &&
+            (r->in_flight != 0 || (proto == kProtoRdma && r->slot != UINT32_MAX)))
+          receiving = true;
+      });
+      if (!cancelled && (!receiving || now - quiet_since >= kCloseQuietNs || !ok(failed))) {
+        cancel_posted();
+        cancelled = true;
+        continue;
+      }
+      if (cancelled && !busy) break;
+      // The peer was found dead meanwhile (probes keep running for a closing comm): nothing more
+      // will come from it.
+      if (!ok(failed) && !failed_before) {
+        failed_before = true;
+        limit = now - start + kCloseWaitFailedNs;
+      }
+      live_check(*sep);
+    }
+    if (now - start > limit) break;
+    if (pass >= 64) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::lock_guard<std::mutex> lock(sep->mu);
+  close_waiting = false;
+  if (!cancelled) {
+    cancel_posted();
+    for (int pass = 0; pass < 64; ++pass)
+      if (!ok(comm_progress(*this))) break;
+  }
+  busy = false;
+  pool->for_each([&](Request* r) {
+    if (r->state != ReqState::kFree && r->in_flight != 0) busy = true;
+  });
+  if (busy) {
+    const double waited = static_cast<double>(now_ns() - start) / 1e9;
+    if (ok(failed) && !sep->kept_warned) {
+      sep->kept_warned = true;
+      NF_WARN(
+          "comm with %s closed with operations the provider did not give back within %.1f s "
+          "(NCCL_FABRIC_PEER_TIMEOUT): the peer is alive but did not complete them; their "
+          "registrations and the endpoint are kept until it does, but the provider may still "
+          "write into buffers NCCL frees",
+          peer_name.c_str(), waited);
+    } else {
+      NF_INFO(kSubsysNet,
+              "comm with %s closed after %.1f s with operations still in the provider; "
+              "its registrations are kept until they come back",
+              peer_name.c_str(), waited);
+    }
+  }
+  return busy;
+}
+
+Comm::~Comm() {
+  magic = 0;
+  const bool busy = pool && role != CommRole::kListen ? close_wait() : false;
+  std::lock_guard<std::mutex> lock(sep->mu);
+  for (size_t i = 0; i < sep->comms.size(); ++i) {
+    if (sep->comms[i] == this) {
+      sep->comms[i] = sep->comms.back();
+      sep->comms.pop_back();
+      break;
+    }
+  }
+  if (pool && role == CommRole::kListen) {
+    // A listen comm has only its handshake receives: cancel and reap them.
+    closing = true;
+    pool->for_each([&](Request* r) {
+      if (r->state != ReqState::kFree && r->in_flight != 0)
+        for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
+    });
+    for (int pass = 0; pass < 64; ++pass) {
+      bool left = false;
+      if (!ok(comm_progress(*this))) break;
+      pool->for_each([&](Request* r) {
+        if (r->state != ReqState::kFree && r->in_flight != 0) left = true;
+      });
+      if (!left) break;
+    }
+  }
+  bool zombie = busy;
+  if (pool && role == CommRole::kListen) {
+    pool->for_each([&](Request* r) {
+      if (r->state != ReqState::kFree && r->in_flight != 0) zombie = true;
+    });
+  }
+  if (pool && zombie) {
+    // The provider still holds some of our operations: their memory lives on until it gives
+    // them back (SharedEp::sweep_zombies).
+    std::unique_ptr<Zombie> zp(new Zombie());
+    Zombie& z = *zp;
+    pool->for_each([&z](Request* r) {
+      if (r->state == ReqState::kFree || r->in_flight == 0) return;
+      r->zombie = true;
+      r->zowner = &z;
+      z.in_flight += r->in_flight;
+    });
+    z.pool = std::move(pool);
+    z.ctrl = std::move(ctrl);
+    z.mrs.push_back(ctrl_reg);
+    ctrl_reg = MemReg();
+    if (rdma) {
+      z.mrs.push_back(rdma->cts_rx_reg);
+      z.mrs.push_back(rdma->cts_tx_reg);
+      z.mrs.push_back(rdma->bounce_reg);
+      z.mrs.push_back(rdma->notice_tx_reg);
+      rdma->cts_rx_reg = rdma->cts_tx_reg = rdma->bounce_reg = rdma->notice_tx_reg = MemReg();
+      z.rdma = std::move(rdma);
+    }
+    // NCCL's registrations stay only where an operation of ours still uses them; the others
+    // close now, so that a peer's late RDMA write into memory NCCL frees is refused by the NIC.
+    for (auto& h : retired) {
+      if (h->uses.load(std::memory_order_acquire) > 0) {
+        z.handles.push_back(std::move(h));
+      } else {
+        h->deregister();
+      }
+    }
+    retired.clear();
+    sep->zombies.push_back(std::move(zp));
+  }
+  for (auto& h : retired) {
+    h->deregister();
+  }
+  retired.clear();
+  deregister_memory(&ctrl_reg);
+  if (rdma) {
+    deregister_memory(&rdma->cts_rx_reg);
+    deregister_memory(&rdma->cts_tx_reg);
+    deregister_memory(&rdma->bounce_reg);
+    deregister_memory(&rdma->notice_tx_reg);
+  }
+  pool.reset();
+}
+
+Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& params,
+                   std::unique_ptr<Comm>* out) {
+  const size_t per_recv = static_cast<size_t>(params.get_int(ParamId::kMaxRecvs));
+  // NCCL may have 32 requests in flight per comm; a send comm shared by grouped receivers
+  // sees 32 x maxRecvs sends.
+  size_t requests = kMaxRequests;
+  if (role == CommRole::kSend) requests *= per_recv;
+  requests += kCtrlRequests + kPersistentRequests;
+  std::unique_ptr<Comm> c(new Comm(role, std::move(sep), requests, params));
+  {
+    std::lock_guard<std::mutex> lock(c->sep->mu);
+    NF_CHECK(c->sep->alloc_id(&c->id));
+    comm_register(*c);
+  }
+  c->ctrl.reset(new Comm::Ctrl());
+  memset(c->ctrl.get(), 0, sizeof(Comm::Ctrl));
+  NF_CHECK(register_memory(c->ep->domain(), c->ep->ep(), c->ctrl.get(), sizeof(Comm::Ctrl),
+                           &c->ctrl_reg));
+  *out = std::move(c);
+  return Status::kOk;
+}
+
+void request_release(Request* r) {
+  Comm* c = r->comm;
+  if (r->in_flight != 0 || r->next_deferred != nullptr || c->deferred_tail == r) {
+    // Still referenced by the provider or by the deferred list: return it when that ends.
+    r->abandoned = true;
+    r->magic = 0;
+    return;
+  }
+  r->magic = 0;
+  r->state = ReqState::kFree;
+  c->pool->put(r);
+}
+
+Status comm_tail(Comm& c) {
+  if (c.rdma && (c.rdma->n_repost > 0 || c.rdma->n_cts_retry > 0)) rdma_retry_reposts(c);
+  if (c.deferred_head != nullptr) return post_deferred(c);
+  return Status::kOk;
+}
+
+Status comm_progress(Comm& c) {
+  SharedEp& sep = *c.sep;
+  NF_CHECK(sep_progress(sep));
+  ++sep.polls;
+  return comm_tail(c);
+}
+
+bool comm_pending(const Comm& c, int* sends, int* recvs) {
+  if (!c.pool) return false;
+  int ps = 0, pr = 0;
+  const bool closing = c.close_waiting;
+  c.pool->for_each([&](Request* r) {
+    if (r->state == ReqState::kFree) return;
+    if (r->type != ReqType::kSend && r->type != ReqType::kRecv && r->type != ReqType::kFlush)
+      return;
+    const bool waiting =
+        closing ? r->in_flight > 0 || (r->type == ReqType::kRecv && r->slot != UINT32_MAX &&
+                                       c.proto == kProtoRdma && r->state == ReqState::kPending)
+                : r->state == ReqState::kPending && r->magic == kReqMagic;
+    if (!waiting) return;
+    if (r->type == ReqType::kSend)
+      ++ps;
+    else
+      ++pr;
+  });
+  // An isend NCCL keeps retrying because no clear-to-send has come for its message yet.
+  if (c.rdma && c.rdma->wait_valid && !closing &&
+      c.rdma->sent.count(c.rdma->wait_tag) == c.rdma->wait_index)
+    ++ps;
+  *sends = ps;
+  *recvs = pr;
+  return ps + pr > 0;
+}
+
+Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Request** out) {
+  *out = nullptr;
+  Request* r = take_request(c, send ? ReqType::kCtrlSend : ReqType::kCtrlRecv, 1);
+  if (r == nullptr) return Status::kInternalError;
+  ssize_t rc =
+      send ? fi_tsend(c.ep->ep(), buf, len, c.ctrl_reg.desc, c.peer, tag, &r->ops[0])
+           : fi_trecv(c.ep->ep(), buf, len, c.ctrl_reg.desc, FI_ADDR_UNSPEC, tag, 0, &r->ops[0]);
+  if (rc == -FI_EAGAIN) {
+    request_release(r);
+    return comm_progress(c);  // *out stays NULL: try again on the next call
+  }
+  if (rc != 0) {
+    request_release(r);
+    return fi_fail(send ? "fi_tsend(handshake)" : "fi_trecv(handshake)", static_cast<int>(rc),
+                   c.peer_name.c_str());
+  }
+  r->posted = 1;
+  r->in_flight = 1;
+  *out = r;
+  return Status::kOk;
+}
+
+}  // namespace nf

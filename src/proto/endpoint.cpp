@@ -1,0 +1,388 @@
+// The shared endpoint (one per plugin context and device, every comm of it on one CQ): its peers,
+// RDMA completion slots and ids, closed comms whose operations are still in the provider
+// (zombies), and progress: reading the CQ and dispatching each completion, or error, to what it
+// belongs to.
+#include "proto/sendrecv.h"
+
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include <rdma/fi_errno.h>
+
+#include "fabric/errors.h"
+#include "mem/mr_cache.h"
+#include "proto/liveness.h"
+#include "proto/rdma.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace nf {
+namespace {
+
+// Completion queue entries of a shared endpoint (rxm and shm queue what does not fit).
+constexpr size_t kSharedCqSize = 16384;
+
+void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
+  if (is_probe_op(op)) {
+    live_on_completion(sep, op, e, nullptr);
+    return;
+  }
+  Request* r = op->req;
+  const uint32_t idx = op->index;
+  if (r->type == ReqType::kSend && r->op_len[idx] != 0) {
+    sep.rail_load[r->op_rail[idx]] -= r->op_len[idx];
+    r->op_len[idx] = 0;
+  }
+  if (r->zombie) {
+    // Its comm has closed: its memory stays until the provider has given back every operation.
+    --r->in_flight;
+    if (--r->zowner->in_flight == 0) sep.zombie_done = true;
+    return;
+  }
+  const size_t len = e != nullptr ? e->len : 0;
+  ++r->comm->events;
+  if (r->type == ReqType::kEagerRecv || r->type == ReqType::kCtsRecv) {
+    --r->in_flight;
+    r->posted = 0;
+    if (e != nullptr) rdma_on_persistent(r, *e);
+    return;
+  }
+  if (r->type == ReqType::kRecv && r->comm->proto == kProtoRdma) {
+    // The receive's clear-to-send went out.
+    --r->in_flight;
+    rdma_on_cts_sent(r);
+    return;
+  }
+  if (r->type == ReqType::kRecv || r->type == ReqType::kCtrlRecv) r->sizes[idx] = len;
+  // A send's operations (an RDMA send's several writes) all use its one buffer, mhs[0].
+  MemHandle* mh = r->type == ReqType::kSend ? r->mhs[0] : r->mhs[idx];
+  if (mh != nullptr) mh->uses.fetch_sub(1, std::memory_order_release);
+  --r->in_flight;
+  if (r->in_flight == 0 && r->posted == r->n) {
+    if (r->state == ReqState::kPending) r->state = ReqState::kDone;
+    if (r->abandoned) request_release(r);
+  }
+}
+
+void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
+  if (is_probe_op(op)) {
+    live_on_completion(sep, op, nullptr, &err);
+    return;
+  }
+  Request* r = op->req;
+  if (r->zombie) {
+    complete_op(sep, op, nullptr);
+    return;
+  }
+  Comm& c = *r->comm;
+  if (c.closing) {
+    // A receive cancelled by the close: expected.
+    if (r->type != ReqType::kEagerRecv && r->type != ReqType::kCtsRecv)
+      fail_request(r, Status::kInternalError);
+    complete_op(sep, op, nullptr);
+    return;
+  }
+  const bool conn = is_connection_error(err.err, err.prov_errno);
+  const Status s = conn ? Status::kRemoteError : status_for_cq_error(err.err);
+  const char* hint = fi_error_hint(err.err);
+  const char* what =
+      r->type == ReqType::kSend || r->type == ReqType::kCtrlSend ? "send" : "receive";
+  // One WARN per comm says what happened, the rest is INFO.
+  const LogLevel level = c.errors_logged++ == 0 && !conn ? LogLevel::kWarn : LogLevel::kInfo;
+  log_message(level, kSubsysNet, __FILE__, __LINE__, "%s to/from %s failed: %s%s%s", what,
+              c.peer_name.empty() ? "peer" : c.peer_name.c_str(), err.text.c_str(),
+              hint[0] ? "; " : "", hint);
+  if (conn && c.peer != FI_ADDR_UNSPEC) {
+    // The provider may have said why on the event queue (EFA: a failed handshake, written before
+    // the operations it fails): its account names the peer better than this error does.
+    eq_check(sep);
+    // The path to the peer is gone: every connection with it fails, not only this request.
+    peer_failed(sep, c.peer, Status::kRemoteError,
+                std::string("a ") + what + " failed with " + err.text);
+  } else if (err.err != FI_ETRUNC && err.err != FI_EMSGSIZE) {
+    // Any other provider error breaks this connection (a message may be lost): every pending and
+    // later request of it fails. A message larger than its receive fails that receive only.
+    comm_fail(c, s, err.text.c_str());
+  }
+  if (r->type == ReqType::kEagerRecv || r->type == ReqType::kCtsRecv) {
+    --r->in_flight;
+    r->posted = 0;
+    rdma_on_persistent_error(r);
+    return;
+  }
+  if (r->type == ReqType::kRecv && c.proto == kProtoRdma) {
+    // Its clear-to-send could not be delivered: the sender will never write. The receive stops
+    // taking writes (its slot and its place among the active receives go) and fails.
+    --r->in_flight;
+    rdma_on_cts_failed(r, s);
+    return;
+  }
+  fail_request(r, s);
+  complete_op(sep, op, nullptr);
+}
+
+}  // namespace
+
+Status SharedEp::insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out) {
+  std::string key(reinterpret_cast<const char*>(addr), len);
+  auto it = peers.find(key);
+  if (it != peers.end()) {
+    *out = it->second;
+    return Status::kOk;
+  }
+  NF_CHECK(ep->insert_peer(addr, len, out));
+  peers.emplace(std::move(key), *out);
+  return Status::kOk;
+}
+
+Status SharedEp::insert_rail_peer(int rail, const uint8_t* addr, size_t len, fi_addr_t* out) {
+  if (rail == 0) return insert_peer(addr, len, out);
+  auto& map = rail_peers[rail - 1];
+  std::string key(reinterpret_cast<const char*>(addr), len);
+  auto it = map.find(key);
+  if (it != map.end()) {
+    *out = it->second;
+    return Status::kOk;
+  }
+  NF_CHECK(this->rail(rail)->insert_peer(addr, len, out));
+  map.emplace(std::move(key), *out);
+  return Status::kOk;
+}
+
+// A write names its receive by slot and generation. So that a late or duplicate write (of a
+// receive that failed or closed) can never be credited to another receive, a freed slot is reused
+// only after kSlotQuarantine other slots were handed out, and its generation has 9 bits: the
+// same (slot, generation) comes back only after 512 x 1024 receives on the endpoint.
+constexpr size_t kSlotQuarantine = 1024;
+
+Status SharedEp::alloc_slot(Request* r) {
+  uint32_t s;
+  if (free_slots.size() > kSlotQuarantine ||
+      (slot_req.size() >= kMaxSlots && !free_slots.empty())) {
+    s = free_slots.front();
+    free_slots.pop_front();
+  } else if (slot_req.size() < kMaxSlots) {
+    s = static_cast<uint32_t>(slot_req.size());
+    slot_req.push_back(nullptr);
+    slot_gen.push_back(0);
+  } else {
+    NF_WARN("more than %u RDMA receives in flight on one endpoint", kMaxSlots);
+    return Status::kInternalError;
+  }
+  slot_req[s] = r;
+  r->slot = s;
+  r->gen = static_cast<uint16_t>(slot_gen[s] & kMaxGen);
+  return Status::kOk;
+}
+
+void SharedEp::free_slot(Request* r) {
+  const uint32_t s = r->slot;
+  if (s >= slot_req.size() || slot_req[s] != r) return;
+  slot_req[s] = nullptr;
+  slot_gen[s] =
+      static_cast<uint16_t>((slot_gen[s] + 1) & kMaxGen);  // a late write no longer matches
+  free_slots.push_back(s);
+}
+
+Status SharedEp::alloc_id(uint32_t* out) {
+  if (next_id > kMaxCommId) {
+    NF_WARN("more than %u comms on one endpoint: out of comm ids", kMaxCommId);
+    return Status::kInternalError;
+  }
+  *out = next_id++;
+  return Status::kOk;
+}
+
+namespace {
+
+void free_zombie(Zombie& z) {
+  for (MemReg& r : z.mrs) deregister_memory(&r);
+  for (auto& h : z.handles) {
+    h->deregister();
+  }
+}
+
+}  // namespace
+
+void SharedEp::sweep_zombies() {
+  zombie_done = false;
+  for (size_t i = 0; i < zombies.size();) {
+    if (zombies[i]->in_flight > 0) {
+      ++i;
+      continue;
+    }
+    free_zombie(*zombies[i]);
+    zombies[i] = std::move(zombies.back());
+    zombies.pop_back();
+  }
+}
+
+namespace {
+
+// Endpoints that still held operations of closed comms when their context went: never closed.
+struct KeptEndpoints {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Endpoint>> eps;
+  std::vector<std::unique_ptr<Zombie>> zombies;
+  std::vector<std::unique_ptr<Liveness>> live;
+};
+KeptEndpoints& kept_endpoints() {
+  static KeptEndpoints* k = new KeptEndpoints();  // never destroyed: lives until the process ends
+  return *k;
+}
+
+}  // namespace
+
+SharedEp::~SharedEp() {
+  keeper_remove(this);
+  sweep_zombies();
+  if (!zombies.empty() || peer_failures > 0) {
+    // Closing an endpoint under operations a failed connection left in it, or with a connection
+    // to a peer that died or vanished, is where libfabric 1.x's rxm crashes (fi_close, seen in
+    // the two-host fault tests); and a provider that still holds an operation may still write
+    // into its buffer. So the endpoint, and every buffer those operations may touch, stays as it
+    // is until the process ends (which, after a peer failure, is usually soon: NCCL aborts).
+    int ops = 0;
+    for (auto& z : zombies) ops += z->in_flight;
+    if (ops > 0)
+      NF_WARN(
+          "finalize: %d operation(s) of closed comms are still in the provider; their endpoint "
+          "and buffers are left open until the process exits rather than closed under them",
+          ops);
+    else
+      NF_WARN(
+          "finalize: a peer of this endpoint failed; the endpoint is left open until the "
+          "process exits rather than closed under a broken connection");
+    KeptEndpoints& k = kept_endpoints();
+    std::lock_guard<std::mutex> lock(k.mu);
+    for (auto& e : more) k.eps.push_back(std::move(e));
+    k.eps.push_back(std::move(ep));
+    for (auto& z : zombies) k.zombies.push_back(std::move(z));
+    if (live) k.live.push_back(std::move(live));
+    more.clear();
+    zombies.clear();
+    return;
+  }
+  // The endpoints first: closing them drops every operation still in flight; only then may the
+  // memory the zombies kept go. Their domains (and registration caches) stay until then.
+  std::vector<std::shared_ptr<Domain>> doms;
+  if (ep) doms.push_back(ep->domain_ptr());
+  for (auto& e : more) doms.push_back(e->domain_ptr());
+  more.clear();
+  ep.reset();
+  live_teardown(*this);
+}
+
+Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms, const Params& params,
+                      std::shared_ptr<SharedEp>* out) {
+  std::shared_ptr<SharedEp> s(new SharedEp());
+  s->cq_batch = static_cast<int>(params.get_int(ParamId::kCqBatch));
+  NF_CHECK(Endpoint::open(doms[0], kSharedCqSize, &s->ep));
+  for (size_t r = 1; r < doms.size() && r < static_cast<size_t>(kMaxRails); ++r) {
+    std::unique_ptr<Endpoint> e;
+    NF_CHECK(Endpoint::open(doms[r], kSharedCqSize, &e));
+    s->more.push_back(std::move(e));
+  }
+  s->nrails = 1 + static_cast<int>(s->more.size());
+  s->wide_imm = s->ep->domain().cq_data_size() >= 8;
+  NF_CHECK(live_setup(*s, params.get_int(ParamId::kPeerTimeout)));
+  keeper_add(s.get());
+  *out = std::move(s);
+  return Status::kOk;
+}
+
+Comm::Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Params& p)
+    : role(r), sep(std::move(s)), ep(sep->ep.get()), pool(new Pool<Request>(pool_size)), params(p) {
+  max_recvs = static_cast<int>(p.get_int(ParamId::kMaxRecvs));
+  cq_batch = static_cast<int>(p.get_int(ParamId::kCqBatch));
+  use_inject = p.get_bool(ParamId::kInject);
+  inject_size = ep->domain().inject_size();
+  max_msg_size = message_limit(ep->domain().max_msg_size());  // what getProperties promised
+  max_write_size = static_cast<size_t>(max_msg_size < kMaxWriteSize ? max_msg_size : kMaxWriteSize);
+}
+
+namespace {
+
+// An error completion that belongs to no operation of ours fails what it names, and only that:
+// - a peer's write that failed to land (remote CQ data): the receive its immediate names;
+// - one of our sends that reports no completion (an injected one): its tag names the peer comm it
+//   went to, and the path to that peer process failed, so every connection with it fails;
+// - anything else: reported once per endpoint; no comm is failed.
+void route_stray_error(SharedEp& sep, const CqError& err) {
+  if ((err.flags & FI_REMOTE_CQ_DATA) && rdma_on_write_error(sep, err)) return;
+  if ((err.flags & FI_SEND) && (err.flags & FI_TAGGED)) {
+    eq_check(sep);  // the provider's own account first, where it gave one (see fail_op)
+    const uint32_t to = static_cast<uint32_t>(err.tag >> 32) & kMaxCommId;
+    bool any = false;
+    for (Comm* named : sep.comms) {
+      if (named->role == CommRole::kListen || named->peer_id != to) continue;
+      any = true;
+      peer_failed(sep, named->peer, status_for_cq_error(err.err),
+                  "a send to it failed with " + err.text);
+      break;
+    }
+    if (any) return;
+  }
+  if (sep.stray_errors++ == 0)
+    NF_WARN(
+        "an error completion that belongs to no operation of this process (flags 0x%llx): %s; "
+        "no comm is failed for it",
+        static_cast<unsigned long long>(err.flags), err.text.c_str());
+}
+
+}  // namespace
+
+Status sep_progress(SharedEp& sep) {
+  if (!ok(sep.failed)) return sep.failed;
+  fi_cq_tagged_entry entries[128];
+  CqError err;
+  const int max = sep.cq_batch;
+  for (int rail = 0; rail < sep.nrails; ++rail) {
+    Endpoint* ep = sep.rail(rail);
+    for (;;) {
+      int n = ep->read(entries, max, &err);
+      if (n < 0) {
+        if (err.op_context != nullptr) {
+          fail_op(sep, static_cast<OpCtx*>(err.op_context), err);
+          continue;
+        }
+        if (err.entry) {
+          route_stray_error(sep, err);
+          continue;
+        }
+        // The queue itself failed: every comm of the endpoint is affected, whoever polled it.
+        NF_WARN(
+            "the completion queue of a shared endpoint (%s) failed: %s; every connection on it "
+            "fails",
+            ep->domain().name().c_str(), err.text.c_str());
+        sep.failed = Status::kSystemError;
+        return sep.failed;
+      }
+      sep.events += static_cast<uint64_t>(n);
+      for (int i = 0; i < n; ++i) {
+        // A peer's RDMA write landed. Decided by the flags, not by op_context: fi_cq(3) makes it
+        // NULL for such events, but shm (1.17) hands out the sender's message id there when a
+        // write goes through its segmentation (SAR) path.
+        const uint64_t f = entries[i].flags;
+        if ((f & FI_REMOTE_CQ_DATA) &&
+            (entries[i].op_context == nullptr || (f & FI_REMOTE_WRITE))) {
+          rdma_on_write(sep, entries[i]);
+        } else if (entries[i].op_context != nullptr) {
+          complete_op(sep, static_cast<OpCtx*>(entries[i].op_context), &entries[i]);
+        }
+      }
+      if (n < max) break;
+    }
+  }
+  if (sep.zombie_done) sep.sweep_zombies();
+  return Status::kOk;
+}
+
+void sep_progress_all(SharedEp& sep) {
+  if (!ok(sep_progress(sep))) return;
+  for (Comm* c : sep.comms)
+    if (!c->closing && c->role != CommRole::kListen) (void)comm_tail(*c);
+}
+
+}  // namespace nf

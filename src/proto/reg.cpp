@@ -1,0 +1,89 @@
+// Registration of NCCL's buffers (on every rail, through the domain's cache) and the GPUDirect
+// flush: one place for both protocols.
+#include "proto/sendrecv.h"
+
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include <rdma/fi_errno.h>
+
+#include "fabric/errors.h"
+#include "mem/mr_cache.h"
+#include "proto/liveness.h"
+#include "proto/rdma.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace nf {
+
+Status post_flush(Comm& c, Request* r) {
+  MemHandle* mh = r->mhs[0];
+  const uintptr_t a = reinterpret_cast<uintptr_t>(r->bufs[0]);
+  ssize_t rc = fi_read(c.ep->ep(), c.ctrl->flush, r->caps[0], c.ctrl_reg.desc, c.sep->self,
+                       a - mh->reg.remote_base, mh->reg.key, &r->ops[0]);
+  if (rc == -FI_EAGAIN) return Status::kOk;  // posted later, from test()
+  if (rc != 0) {
+    r->n = 0;  // nothing will complete
+    Status s = fi_fail("fi_read(GPUDirect flush)", static_cast<int>(rc), "our own endpoint");
+    fail_request(r, s);
+    return s;
+  }
+  mh->uses.fetch_add(1, std::memory_order_relaxed);
+  r->posted = 1;
+  r->in_flight = 1;
+  return Status::kOk;
+}
+
+Status sr_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
+  *out = nullptr;
+  std::lock_guard<std::mutex> lock(c.sep->mu);
+  if (!ok(c.sep->failed)) return c.sep->failed;
+  if (c.sep->self == FI_ADDR_UNSPEC) {
+    uint8_t name[kMaxAddrLen];
+    size_t len = sizeof(name);
+    NF_CHECK(c.ep->name(name, &len));
+    NF_CHECK(c.sep->insert_peer(name, len, &c.sep->self));
+  }
+  Request* r = take_request(c, ReqType::kFlush, 1);
+  if (r == nullptr) {
+    // A NULL flush request means "flushed" to NCCL: running out must be an error.
+    NF_WARN("iflush with %s: every request of the comm is in use", c.peer_name.c_str());
+    return Status::kInternalError;
+  }
+  r->bufs[0] = data;
+  r->caps[0] = 4;  // a few bytes are enough to order the earlier PCIe writes
+  r->mhs[0] = mh;
+  Status s = post_flush(c, r);
+  if (!ok(s)) {
+    request_release(r);
+    return s;
+  }
+  *out = r;
+  return Status::kOk;
+}
+
+Status sr_dereg_mr(Comm& c, MemHandle* mh) {
+  if (mh->uses.load(std::memory_order_acquire) > 0) {
+    // NCCL deregisters before it closes, also after an abort with receives still posted into this
+    // memory. Closing the registration under them would let the NIC write into memory that is
+    // about to be freed: it goes when the comm closes, after its operations are reaped.
+    NF_INFO(kSubsysNet,
+            "deregMr of memory still used by %d operation(s) with %s: released when "
+            "the comm closes",
+            mh->uses.load(std::memory_order_relaxed), c.peer_name.c_str());
+    // The handle stays too: a completion dispatched by another comm's progress still counts on it.
+    // Its registrations are never shared again: NCCL frees the memory next.
+    mr_cache_retire(mh->reg.cached);
+    for (MemReg& m : mh->more) mr_cache_retire(m.cached);
+    mh->magic = 0;
+    c.retired.emplace_back(mh);
+    return Status::kOk;
+  }
+  mh->deregister();
+  mh->magic = 0;
+  delete mh;
+  return Status::kOk;
+}
+
+}  // namespace nf
