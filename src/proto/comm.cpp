@@ -50,12 +50,22 @@ Request* take_request(Comm& c, ReqType type, int n) {
   r->error = Status::kOk;
   r->comm = &c;
   r->next_deferred = nullptr;
-  for (int i = 0; i < n; ++i) {
-    r->sizes[i] = 0;
-    r->mhs[i] = nullptr;
-    r->ops[i].req = r;
-    r->ops[i].index = static_cast<uint32_t>(i);
-    r->op_len[i] = 0;
+  // One buffer is the common case (every send, most receives): plain stores. The loop for
+  // several becomes three memset calls (gcc), about 36 instructions for one entry (callgrind).
+  if (n == 1) {
+    r->sizes[0] = 0;
+    r->mhs[0] = nullptr;
+    r->ops[0].req = r;
+    r->ops[0].index = 0;
+    r->op_len[0] = 0;
+  } else {
+    for (int i = 0; i < n; ++i) {
+      r->sizes[i] = 0;
+      r->mhs[i] = nullptr;
+      r->ops[i].req = r;
+      r->ops[i].index = static_cast<uint32_t>(i);
+      r->op_len[i] = 0;
+    }
   }
   r->mrs_counted = false;
   return r;
