@@ -111,7 +111,7 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
     return Status::kInternalError;
   }
   if (l.started_ns == 0) l.started_ns = now_ns();
-  std::lock_guard<std::mutex> lock(l.sep->mu);
+  std::lock_guard<SpinLock> lock(l.sep->mu);
   if (l.stage == kPostRecv) {
     NF_CHECK(ctrl_post(l, false, &l.ctrl->connect,
                        sizeof(ConnectMsg) + sizeof(l.ctrl->connect_slack),
@@ -272,7 +272,7 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
   // Addresses of one provider may differ in length between processes (shm: the pid is in the
   // name); a different provider is caught by the hash above.
   {
-    std::lock_guard<std::mutex> lock(c->sep->mu);
+    std::lock_guard<SpinLock> lock(c->sep->mu);
     NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
   }
   c->peer_id = h.listen_id;
@@ -292,7 +292,7 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
 
 Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
   *done = false;
-  std::lock_guard<std::mutex> lock(c.sep->mu);
+  std::lock_guard<SpinLock> lock(c.sep->mu);
   if (c.stage == kPostAckRecv) {
     NF_CHECK(ctrl_post(c, false, &c.ctrl->ack, sizeof(AckMsg) + sizeof(c.ctrl->ack_slack),
                        ctrl_tag(c.id, kCtrlAck), &c.ctrl_recv));
