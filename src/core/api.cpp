@@ -250,9 +250,7 @@ Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, v
     return Status::kInvalidUsage;
   }
   Request* r = nullptr;
-  Status s = c->proto == kProtoRdma
-                 ? rdma_isend(*c, data, size, tag, static_cast<MemHandle*>(mhandle), &r)
-                 : sr_isend(*c, data, size, tag, static_cast<MemHandle*>(mhandle), &r);
+  Status s = c->protocol->isend(*c, data, size, tag, static_cast<MemHandle*>(mhandle), &r);
   *request = r;
   return s;
 }
@@ -271,8 +269,7 @@ Status irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   }
   Request* r = nullptr;
   MemHandle* const* mhs = reinterpret_cast<MemHandle* const*>(mhandles);
-  Status s = c->proto == kProtoRdma ? rdma_irecv(*c, n, data, sizes, tags, mhs, &r)
-                                    : sr_irecv(*c, n, data, sizes, tags, mhs, &r);
+  Status s = c->protocol->irecv(*c, n, data, sizes, tags, mhs, &r);
   *request = r;
   return s;
 }

@@ -100,7 +100,7 @@ namespace {
 Status post_deferred(Comm& c) {
   while (c.deferred_head != nullptr) {
     Request* r = c.deferred_head;
-    Status s = r->type == ReqType::kSend ? rdma_post_writes(c, r) : post_recvs(c, r);
+    Status s = r->type == ReqType::kSend ? c.protocol->post_send(c, r) : post_recvs(c, r);
     if (r->posted < r->n && ok(s)) return Status::kOk;  // still blocked
     c.deferred_head = r->next_deferred;
     if (c.deferred_head == nullptr) c.deferred_tail = nullptr;
@@ -146,7 +146,8 @@ bool Comm::close_wait() {
       if (r->type == ReqType::kRecv && proto == kProtoRdma) return;
       for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
     });
-    rdma_close(*this);  // slots freed, registrations no longer in use by announced receives
+    protocol->close(
+        *this);  // RDMA: slots freed, registrations no longer used by announced receives
   };
   // 1. Drain: messages the peer already sent into our posted receives (also a closed peer's, which
   //    its provider still delivers) are taken, not cancelled: cancelled, they would stay in our
@@ -343,7 +344,7 @@ void request_release(Request* r) {
 }
 
 Status comm_tail(Comm& c) {
-  if (c.rdma && (c.rdma->n_repost > 0 || c.rdma->n_cts_retry > 0)) rdma_retry_reposts(c);
+  c.protocol->tail(c);
   if (c.deferred_head != nullptr) return post_deferred(c);
   return Status::kOk;
 }

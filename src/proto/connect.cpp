@@ -220,20 +220,20 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->peer_name = rc->ep->address_text(rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
       rc->handle = l.handle;
       rc->proto = l.proto;
+      rc->protocol = &protocol_for(rc->proto);
       rc->offered = l.offered;
       rc->nrails = l.nrails;
       for (int k = 0; k < kMaxRails; ++k) rc->peer_rail[k] = l.peer_rail[k];
       rc->eager_max = l.eager_max;
-      if (rc->proto == kProtoRdma) NF_CHECK(rdma_setup(*rc));
+      NF_CHECK(rc->protocol->setup(*rc));
       comm_register(*rc);
       l.accepted = true;
       NF_INFO(kSubsysNet, "accepted a connection from %s: %s%s", rc->peer_name.c_str(),
-              rc->proto == kProtoRdma ? "RDMA" : "SENDRECV",
-              rc->proto == kProtoRdma
-                  ? (", " + std::to_string(rc->nrails) + " rail(s), eager up to " +
-                     std::to_string(rc->eager_max) + " B")
-                        .c_str()
-                  : "");
+              rc->protocol->name,
+              rc->protocol->writes ? (", " + std::to_string(rc->nrails) + " rail(s), eager up to " +
+                                      std::to_string(rc->eager_max) + " B")
+                                         .c_str()
+                                   : "");
       *out = std::move(rc);
       return Status::kOk;
     }
@@ -332,14 +332,15 @@ Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
         return Status::kRemoteError;
       }
       c.proto = p.protocols;
+      c.protocol = &protocol_for(c.proto);
       NF_CHECK(insert_rails(c, p, p.nrails));
       c.eager_max = p.eager_max;
-      if (c.proto == kProtoRdma) NF_CHECK(rdma_setup(c));
+      NF_CHECK(c.protocol->setup(c));
       request_release(c.ctrl_recv);
       request_release(c.ctrl_send);  // may still be in flight: released when it completes
       c.ctrl_recv = c.ctrl_send = nullptr;
-      NF_INFO(kSubsysNet, "connected to %s: %s, %d rail(s)", c.peer_name.c_str(),
-              c.proto == kProtoRdma ? "RDMA" : "SENDRECV", c.nrails);
+      NF_INFO(kSubsysNet, "connected to %s: %s, %d rail(s)", c.peer_name.c_str(), c.protocol->name,
+              c.nrails);
       *done = true;
       return Status::kOk;
     }

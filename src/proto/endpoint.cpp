@@ -48,12 +48,7 @@ void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
     if (e != nullptr) rdma_on_persistent(r, *e);
     return;
   }
-  if (r->type == ReqType::kRecv && r->comm->proto == kProtoRdma) {
-    // The receive's clear-to-send went out.
-    --r->in_flight;
-    rdma_on_cts_sent(r);
-    return;
-  }
+  if (r->type == ReqType::kRecv && r->comm->protocol->recv_op_done(r)) return;
   if (r->type == ReqType::kRecv || r->type == ReqType::kCtrlRecv) r->sizes[idx] = len;
   // A send's operations (an RDMA send's several writes) all use its one buffer, mhs[0].
   MemHandle* mh = r->type == ReqType::kSend ? r->mhs[0] : r->mhs[idx];
@@ -111,13 +106,7 @@ void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
     rdma_on_persistent_error(r);
     return;
   }
-  if (r->type == ReqType::kRecv && c.proto == kProtoRdma) {
-    // Its clear-to-send could not be delivered: the sender will never write. The receive stops
-    // taking writes (its slot and its place among the active receives go) and fails.
-    --r->in_flight;
-    rdma_on_cts_failed(r, s);
-    return;
-  }
+  if (r->type == ReqType::kRecv && c.protocol->recv_op_failed(r, s)) return;
   fail_request(r, s);
   complete_op(sep, op, nullptr);
 }

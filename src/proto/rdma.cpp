@@ -866,4 +866,37 @@ void rdma_close(Comm& c) {
   rd.n_rts = 0;
 }
 
+namespace {
+
+// A receive's own operation is its clear-to-send; its data comes by the peer's writes.
+bool rdma_recv_op_done(Request* r) {
+  --r->in_flight;
+  rdma_on_cts_sent(r);
+  return true;
+}
+// Its clear-to-send could not be delivered: the sender will never write. The receive stops taking
+// writes (its slot and its place among the active receives go) and fails.
+bool rdma_recv_op_failed(Request* r, Status s) {
+  --r->in_flight;
+  rdma_on_cts_failed(r, s);
+  return true;
+}
+void rdma_tail(Comm& c) {
+  if (c.rdma && (c.rdma->n_repost > 0 || c.rdma->n_cts_retry > 0)) rdma_retry_reposts(c);
+}
+
+}  // namespace
+
+const Protocol kRdmaProtocol = {"RDMA",
+                                rdma_setup,
+                                rdma_isend,
+                                rdma_irecv,
+                                rdma_recv_op_done,
+                                rdma_recv_op_failed,
+                                rdma_fail_recv,
+                                rdma_post_writes,
+                                rdma_tail,
+                                rdma_close,
+                                true};
+
 }  // namespace nf

@@ -35,6 +35,32 @@ Status post_flush(Comm& c, Request* r) {
   return Status::kOk;
 }
 
+Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const MemSpec& spec,
+                 MemHandle** out) {
+  std::unique_ptr<MemHandle> mh(new MemHandle());
+  mh->magic = kMrMagic;
+  mh->comm = &c;
+  const bool rdma = c.protocol->writes;
+  uint64_t remote = 0;
+  if (rdma && c.role == CommRole::kRecv) remote |= FI_REMOTE_WRITE;  // the peer writes into it
+  // The GPUDirect flush reads received GPU memory back through our own endpoint.
+  if (info.kind != MemKind::kHost && c.role == CommRole::kRecv &&
+      c.params.get_bool(ParamId::kFlush))
+    remote |= FI_REMOTE_READ;
+  for (int r = 0; r < (rdma ? c.nrails : 1); ++r) {
+    Endpoint* ep = c.sep->rail(r);
+    Status s =
+        mr_cache(ep->domain()).acquire(ep->ep(), data, size, remote, info, spec, &mh->rail_reg(r));
+    if (!ok(s)) {
+      mh->deregister();  // the rails before this one (the others hold nothing)
+      return s;
+    }
+    if (c.params.get_bool(ParamId::kTestDropDesc)) mh->rail_reg(r).desc = nullptr;  // see its doc
+  }
+  *out = mh.release();
+  return Status::kOk;
+}
+
 Status sr_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
   *out = nullptr;
   std::lock_guard<SpinLock> lock(c.sep->mu);

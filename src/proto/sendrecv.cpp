@@ -130,8 +130,8 @@ Status sr_test(Request* r, int* done, int* sizes) {
     Status s = comm_progress(c);
     if (ok(s)) s = c.failed;
     if (!ok(s) && r->state == ReqState::kPending) {
-      if (r->type == ReqType::kRecv && c.proto == kProtoRdma)
-        rdma_fail_recv(r, s);
+      if (r->type == ReqType::kRecv)
+        c.protocol->fail_recv(r, s);
       else
         fail_request(r, s);
     }
@@ -158,30 +158,25 @@ Status sr_test(Request* r, int* done, int* sizes) {
   }
 }
 
-Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const MemSpec& spec,
-                 MemHandle** out) {
-  std::unique_ptr<MemHandle> mh(new MemHandle());
-  mh->magic = kMrMagic;
-  mh->comm = &c;
-  const bool rdma = c.proto == kProtoRdma;
-  uint64_t remote = 0;
-  if (rdma && c.role == CommRole::kRecv) remote |= FI_REMOTE_WRITE;  // the peer writes into it
-  // The GPUDirect flush reads received GPU memory back through our own endpoint.
-  if (info.kind != MemKind::kHost && c.role == CommRole::kRecv &&
-      c.params.get_bool(ParamId::kFlush))
-    remote |= FI_REMOTE_READ;
-  for (int r = 0; r < (rdma ? c.nrails : 1); ++r) {
-    Endpoint* ep = c.sep->rail(r);
-    Status s =
-        mr_cache(ep->domain()).acquire(ep->ep(), data, size, remote, info, spec, &mh->rail_reg(r));
-    if (!ok(s)) {
-      mh->deregister();  // the rails before this one (the others hold nothing)
-      return s;
-    }
-    if (c.params.get_bool(ParamId::kTestDropDesc)) mh->rail_reg(r).desc = nullptr;  // see its doc
-  }
-  *out = mh.release();
-  return Status::kOk;
+namespace {
+
+// SENDRECV's data travels in the receive's own operation, so the generic handling is all it needs.
+Status sr_setup(Comm&) { return Status::kOk; }
+bool sr_recv_op_done(Request*) { return false; }
+bool sr_recv_op_failed(Request*, Status) { return false; }
+// sr_isend posts at once or hands NCCL a NULL request: a SENDRECV send is never deferred.
+Status sr_post_send(Comm&, Request*) { return Status::kInternalError; }
+void sr_tail(Comm&) {}
+void sr_close(Comm&) {}
+
+}  // namespace
+
+const Protocol kSendRecvProtocol = {"SENDRECV",      sr_setup,          sr_isend,     sr_irecv,
+                                    sr_recv_op_done, sr_recv_op_failed, fail_request, sr_post_send,
+                                    sr_tail,         sr_close,          false};
+
+const Protocol& protocol_for(uint8_t proto) {
+  return proto == kProtoRdma ? kRdmaProtocol : kSendRecvProtocol;
 }
 
 }  // namespace nf

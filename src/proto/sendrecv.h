@@ -17,6 +17,7 @@
 
 #include "fabric/fabric.h"
 #include "mem/cuda.h"
+#include "proto/protocol.h"
 #include "proto/wire.h"
 #include "util/params.h"
 #include "util/pool.h"
@@ -284,9 +285,10 @@ struct Comm {
   uint32_t peer_id = 0;  // the peer comm's: what our sends carry
   std::unique_ptr<Pool<Request>> pool;
   fi_addr_t peer = FI_ADDR_UNSPEC;
-  std::string peer_name;             // printable peer address, for messages
-  Params params;                     // the creating context's snapshot: accept has no context
-  uint8_t proto = kProtoSendRecv;    // negotiated in the handshake
+  std::string peer_name;           // printable peer address, for messages
+  Params params;                   // the creating context's snapshot: accept has no context
+  uint8_t proto = kProtoSendRecv;  // negotiated in the handshake
+  const Protocol* protocol = &kSendRecvProtocol;  // its table: protocol_for(proto)
   uint8_t offered = kProtoSendRecv;  // what this side accepts (connect's offer, listener's choice)
   int nrails = 1;                    // rails of this connection (RDMA), <= sep->nrails
   fi_addr_t peer_rail[kMaxRails] = {FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC};
