@@ -230,6 +230,7 @@ Comm::~Comm() {
   magic = 0;
   const bool busy = pool && role != CommRole::kListen ? close_wait() : false;
   std::lock_guard<SpinLock> lock(sep->mu);
+  release_persistent(*this);
   for (size_t i = 0; i < sep->comms.size(); ++i) {
     if (sep->comms[i] == this) {
       sep->comms[i] = sep->comms.back();
@@ -403,6 +404,34 @@ Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Reques
   r->in_flight = 1;
   *out = r;
   return Status::kOk;
+}
+
+bool reserve_persistent(Comm& c, size_t n, bool force) {
+  SharedEp& s = *c.sep;
+  const bool fits = s.persistent_reserved + n <= s.persistent_budget;
+  if (!fits && !s.persistent_full_said) {
+    s.persistent_full_said = true;
+    if (force)
+      NF_WARN(
+          "%zu receives are kept posted by RDMA connections on this endpoint, half of the "
+          "provider's receive queue: more connections with NCCL_FABRIC_PROTOCOL=rdma may stall "
+          "when the queue fills; NCCL_FABRIC_PROTOCOL=auto lets them use SENDRECV",
+          s.persistent_reserved);
+    else
+      NF_INFO(kSubsysNet,
+              "%zu receives are kept posted by RDMA connections on this endpoint, half of the "
+              "provider's receive queue: further connections on it use SENDRECV",
+              s.persistent_reserved);
+  }
+  if (!fits && !force) return false;
+  s.persistent_reserved += n;
+  c.persistent_reserve += n;
+  return true;
+}
+
+void release_persistent(Comm& c) {
+  c.sep->persistent_reserved -= c.persistent_reserve;
+  c.persistent_reserve = 0;
 }
 
 }  // namespace nf

@@ -165,6 +165,10 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       const ConnectMsg& cm = l.ctrl->connect;
       const uint8_t common = cm.proto.protocols & l.offered;
       l.proto = (common & kProtoRdma) ? kProtoRdma : kProtoSendRecv;
+      // The recv comm's eager bounce buffers stay posted: past the endpoint's budget, SENDRECV.
+      if (l.proto == kProtoRdma &&
+          !reserve_persistent(l, kEagerBufs, (common & kProtoSendRecv) == 0))
+        l.proto = kProtoSendRecv;
       const int nrails = l.proto == kProtoRdma
                              ? (cm.proto.nrails < l.sep->nrails ? cm.proto.nrails : l.sep->nrails)
                              : 1;
@@ -220,6 +224,8 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->peer_name = rc->ep->address_text(rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
       rc->handle = l.handle;
       rc->proto = l.proto;
+      rc->persistent_reserve = l.persistent_reserve;  // the accepted comm keeps the reservation
+      l.persistent_reserve = 0;
       rc->protocol = &protocol_for(rc->proto);
       rc->offered = l.offered;
       rc->nrails = l.nrails;
@@ -271,19 +277,22 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
   c->peer_name = c->ep->address_text(h.addr, h.addr_len);
   // Addresses of one provider may differ in length between processes (shm: the pid is in the
   // name); a different provider is caught by the hash above.
+  uint8_t offer = env.offered;
   {
     std::lock_guard<SpinLock> lock(c->sep->mu);
     NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
+    // The send comm's clear-to-send receives stay posted: past the endpoint's budget, SENDRECV.
+    if ((offer & kProtoRdma) && !reserve_persistent(*c, kCtsBufs, offer == kProtoRdma))
+      offer = kProtoSendRecv;
   }
   c->peer_id = h.listen_id;
   c->handle = h;
   c->nonce = random_u64();
-  c->offered = env.offered;
+  c->offered = offer;
   encode_connect(h, c->id, c->nonce, addr, len, &c->ctrl->connect);
   uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
   NF_CHECK(rail_addresses(*c, len, rails));
-  encode_proto(env.offered, static_cast<uint8_t>(c->sep->nrails), 0, len, rails,
-               &c->ctrl->connect.proto);
+  encode_proto(offer, static_cast<uint8_t>(c->sep->nrails), 0, len, rails, &c->ctrl->connect.proto);
   c->started_ns = now_ns();
   c->stage = kPostAckRecv;
   *out = std::move(c);
@@ -333,6 +342,7 @@ Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
       }
       c.proto = p.protocols;
       c.protocol = &protocol_for(c.proto);
+      if (c.proto != kProtoRdma) release_persistent(c);  // the listener chose SENDRECV
       NF_CHECK(insert_rails(c, p, p.nrails));
       c.eager_max = p.eager_max;
       NF_CHECK(c.protocol->setup(c));

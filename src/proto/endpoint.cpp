@@ -275,6 +275,8 @@ Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms, const Pa
   }
   s->nrails = 1 + static_cast<int>(s->more.size());
   s->wide_imm = s->ep->domain().cq_data_size() >= 8;
+  const size_t rx = s->ep->domain().info()->rx_attr->size;
+  if (rx > 0) s->persistent_budget = rx / 2;
   NF_CHECK(live_setup(*s, params.get_int(ParamId::kPeerTimeout)));
   keeper_add(s.get());
   *out = std::move(s);

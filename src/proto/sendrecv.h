@@ -249,7 +249,15 @@ struct SharedEp {
   bool keeper_busy = false;        // the keeper's last pass found work: it comes back sooner
   bool kept_warned = false;        // said once that a closed comm left operations in the provider
   int peer_failures = 0;           // peers declared failed (the endpoint is not closed at the end)
-  int cq_batch = 16;               // NCCL_FABRIC_CQ_BATCH
+  // The receives RDMA connections keep posted (kCtsBufs per send comm, kEagerBufs per recv comm)
+  // are reserved per connection against half the provider's receive queue (rx_attr->size): past
+  // it a connection uses SENDRECV. Posted receives that fill the queue make the provider refuse
+  // every further one (rxm: -FI_EAGAIN, and transfers stall; shm: -FI_ENOMEM at connect), and
+  // each posted receive lengthens the tag matching of every message.
+  size_t persistent_budget = SIZE_MAX;
+  size_t persistent_reserved = 0;
+  bool persistent_full_said = false;
+  int cq_batch = 16;  // NCCL_FABRIC_CQ_BATCH
 
   SharedEp() = default;
   ~SharedEp();
@@ -292,7 +300,8 @@ struct Comm {
   uint8_t offered = kProtoSendRecv;  // what this side accepts (connect's offer, listener's choice)
   int nrails = 1;                    // rails of this connection (RDMA), <= sep->nrails
   fi_addr_t peer_rail[kMaxRails] = {FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC};
-  uint32_t eager_max = 0;  // send: the receiver's bounce size; recv: ours
+  uint32_t eager_max = 0;         // send: the receiver's bounce size; recv: ours
+  size_t persistent_reserve = 0;  // of sep->persistent_budget, given back when the comm goes
   std::unique_ptr<RdmaState> rdma;
   int max_recvs;
   int cq_batch;
@@ -360,6 +369,11 @@ void fail_request(Request* r, Status s);
 void comm_fail(Comm& c, Status s, const char* why);
 // Adds c to its endpoint's list of comms. Under sep->mu.
 void comm_register(Comm& c);
+// Reserves `n` of the endpoint's budget of persistent receives for an RDMA connection of `c`
+// (`force`: even past the budget, where the user allowed RDMA only). False when it does not fit.
+// Under sep->mu. Comm::~Comm gives the reservation back; release_persistent earlier.
+bool reserve_persistent(Comm& c, size_t n, bool force);
+void release_persistent(Comm& c);
 // Posts the receive operations `r` still owes (sendrecv.cpp); -FI_EAGAIN leaves the rest for
 // a later progress call.
 Status post_recvs(Comm& c, Request* r);

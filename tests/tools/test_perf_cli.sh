@@ -125,6 +125,15 @@ if run "sweep over loopback with -c (--csv)" 0 '' --plugin "$PLUGIN" --provider 
   else failed "CSV content:"; echo "$bad" | head -n 10; fi
 fi
 
+# Many comms on one endpoint (NCCL opens channels x peers of them): 64 send and 64 receive comms,
+# every message checked. The RDMA protocol keeps receives posted per connection; before they were
+# budgeted (half the provider's receive queue, then SENDRECV), tcp;ofi_rxm's 2048-entry queue
+# filled past 42 comms and the transfers stalled for good, and shm's 1024 failed connect at 22.
+run "64 comms on tcp;ofi_rxm, data checked" 0 '^  lat ' --plugin "$PLUGIN" --provider "$PROVIDER" \
+  --comms 64 -t lat -b 8 -e 4K -f 512 -n 20 -w 2 -r 1 -c --timeout 60
+run "64 comms on shm, data checked" 0 '^  lat ' --plugin "$PLUGIN" --provider shm \
+  --comms 64 -t lat -b 8 -e 4K -f 512 -n 20 -w 2 -r 1 -c --timeout 60
+
 # --protocol: one plugin context per protocol (NCCL_FABRIC_PROTOCOL set before its init), each
 # with its own rows (mode plugin:PROTO) and ratio to the raw row of the same run. The plugin may
 # or may not honour the variable; the tool's part is the rows, which are checked here.
