@@ -646,7 +646,7 @@ Status rdma_post_writes(Comm& c, Request* r) {
 
 Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
   *out = nullptr;
-  std::lock_guard<SpinLock> lock(c.sep->mu);
+  std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   if (!ok(c.failed)) return c.failed;
   RdmaState& rd = *c.rdma;
@@ -764,7 +764,7 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
 Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,
                   MemHandle* const* mhs, Request** out) {
   *out = nullptr;
-  std::lock_guard<SpinLock> lock(c.sep->mu);
+  std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   if (!ok(c.failed)) return c.failed;
   RdmaState& rd = *c.rdma;

@@ -21,7 +21,6 @@
 #include "proto/wire.h"
 #include "util/params.h"
 #include "util/pool.h"
-#include "util/spinlock.h"
 #include "util/status.h"
 
 namespace nf {
@@ -220,7 +219,7 @@ struct Zombie {
 
 // The RDM endpoint all comms of one (plugin context, device) share.
 struct SharedEp {
-  SpinLock mu;                   // util/spinlock.h: taken on every isend/irecv/test
+  std::mutex mu;
   std::unique_ptr<Endpoint> ep;  // rail 0: every tagged message
   // Rails 1.. (RDMA writes only). nrails counts rail 0.
   std::vector<std::unique_ptr<Endpoint>> more;
