@@ -165,7 +165,11 @@ Status sr_setup(Comm&) { return Status::kOk; }
 bool sr_recv_op_done(Request*) { return false; }
 bool sr_recv_op_failed(Request*, Status) { return false; }
 // sr_isend posts at once or hands NCCL a NULL request: a SENDRECV send is never deferred.
-Status sr_post_send(Comm&, Request*) { return Status::kInternalError; }
+Status sr_post_send(Comm& c, Request*) {
+  NF_WARN("a SENDRECV send to %s was deferred, which never happens: a plugin bug, please report it",
+          c.peer_name.c_str());
+  return Status::kInternalError;
+}
 void sr_tail(Comm&) {}
 void sr_close(Comm&) {}
 
