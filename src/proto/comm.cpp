@@ -41,33 +41,45 @@ Request* take_request(Comm& c, ReqType type, int n) {
   r->magic = kReqMagic;
   r->type = type;
   r->state = ReqState::kPending;
-  r->abandoned = false;
-  r->zombie = false;
-  r->zowner = nullptr;
   r->n = static_cast<uint8_t>(n);
   r->posted = 0;
   r->in_flight = 0;
   r->error = Status::kOk;
   r->comm = &c;
   r->next_deferred = nullptr;
-  // One buffer is the common case (every send, most receives): plain stores. The loop for
-  // several becomes three memset calls (gcc), about 36 instructions for one entry (callgrind).
-  if (n == 1) {
-    r->sizes[0] = 0;
-    r->mhs[0] = nullptr;
-    r->ops[0].req = r;
-    r->ops[0].index = 0;
-    r->op_len[0] = 0;
-  } else {
-    for (int i = 0; i < n; ++i) {
-      r->sizes[i] = 0;
-      r->mhs[i] = nullptr;
-      r->ops[i].req = r;
-      r->ops[i].index = static_cast<uint32_t>(i);
-      r->op_len[i] = 0;
-    }
+  r->zowner = nullptr;
+  // One operation is the common case (every SENDRECV send, most receives): plain stores. A loop
+  // becomes memset calls (gcc), about 36 instructions for one entry (callgrind).
+  r->ops[0].req = r;
+  r->ops[0].index = 0;
+  for (int i = 1; i < n; ++i) {
+    r->ops[i].req = r;
+    r->ops[i].index = static_cast<uint32_t>(i);
   }
-  r->mrs_counted = false;
+  // What the completion of an operation reads; the rest the poster fills in.
+  switch (type) {
+    case ReqType::kSend:
+      r->send.size = 0;
+      r->send.mh = nullptr;
+      r->send.op_len[0] = 0;
+      for (int i = 1; i < n; ++i) r->send.op_len[i] = 0;
+      break;
+    case ReqType::kRecv:
+      r->recv.sizes[0] = 0;
+      r->recv.mhs[0] = nullptr;
+      for (int i = 1; i < n; ++i) {
+        r->recv.sizes[i] = 0;
+        r->recv.mhs[i] = nullptr;
+      }
+      r->recv.slot = UINT32_MAX;
+      r->recv.holds_mrs = false;
+      break;
+    case ReqType::kCtrlSend:
+    case ReqType::kCtrlRecv: r->ctrl.size = 0; break;
+    case ReqType::kFlush: r->flush.mh = nullptr; break;
+    case ReqType::kEagerRecv:
+    case ReqType::kCtsRecv: r->bounce.len = 0; break;
+  }
   return r;
 }
 
@@ -80,7 +92,8 @@ void comm_fail(Comm& c, Status s, const char* why) {
 }
 
 void fail_request(Request* r, Status s) {
-  if (r->state != ReqState::kError) {
+  // Only a pending request fails: one complete, reported or orphaned keeps its state.
+  if (r->state == ReqState::kPending) {
     r->state = ReqState::kError;
     r->error = s;
   }
@@ -105,7 +118,7 @@ Status post_deferred(Comm& c) {
     c.deferred_head = r->next_deferred;
     if (c.deferred_head == nullptr) c.deferred_tail = nullptr;
     r->next_deferred = nullptr;
-    if (r->abandoned && r->in_flight == 0) request_release(r);
+    if (r->state == ReqState::kReleased) request_release(r);
   }
   return Status::kOk;
 }
@@ -175,7 +188,7 @@ bool Comm::close_wait() {
         if (r->state == ReqState::kFree) return;
         if (r->in_flight != 0) busy = true;
         if (r->type == ReqType::kRecv && r->state == ReqState::kPending &&
-            (r->in_flight != 0 || (proto == kProtoRdma && r->slot != UINT32_MAX)))
+            (r->in_flight != 0 || r->recv.slot != UINT32_MAX))
           receiving = true;
       });
       if (!cancelled && (!receiving || now - quiet_since >= kCloseQuietNs || !ok(failed))) {
@@ -267,7 +280,7 @@ Comm::~Comm() {
     Zombie& z = *zp;
     pool->for_each([&z](Request* r) {
       if (r->state == ReqState::kFree || r->in_flight == 0) return;
-      r->zombie = true;
+      r->state = ReqState::kZombie;
       r->zowner = &z;
       z.in_flight += r->in_flight;
     });
@@ -334,8 +347,9 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
 void request_release(Request* r) {
   Comm* c = r->comm;
   if (r->in_flight != 0 || r->next_deferred != nullptr || c->deferred_tail == r) {
-    // Still referenced by the provider or by the deferred list: return it when that ends.
-    r->abandoned = true;
+    // Still referenced by the provider or by the deferred list: back to the pool when that ends
+    // (the last operation's completion, or post_deferred).
+    r->state = ReqState::kReleased;
     r->magic = 0;
     return;
   }
@@ -366,8 +380,8 @@ bool comm_pending(const Comm& c, int* sends, int* recvs) {
     if (r->type != ReqType::kSend && r->type != ReqType::kRecv && r->type != ReqType::kFlush)
       return;
     const bool waiting =
-        closing ? r->in_flight > 0 || (r->type == ReqType::kRecv && r->slot != UINT32_MAX &&
-                                       c.proto == kProtoRdma && r->state == ReqState::kPending)
+        closing ? r->in_flight > 0 || (r->type == ReqType::kRecv && r->recv.slot != UINT32_MAX &&
+                                       r->state == ReqState::kPending)
                 : r->state == ReqState::kPending && r->magic == kReqMagic;
     if (!waiting) return;
     if (r->type == ReqType::kSend)

@@ -132,7 +132,7 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
     Request* r = l.ctrl_recv;
     l.ctrl_recv = nullptr;
     const bool got = r->state == ReqState::kDone;
-    const size_t len = r->sizes[0];
+    const size_t len = r->ctrl.size;
     request_release(r);
     l.stage = kPostRecv;
     std::string why;
@@ -321,7 +321,7 @@ Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
     if (c.ctrl_recv->state != ReqState::kPending) {
       std::string why;
       if (c.ctrl_recv->state != ReqState::kDone ||
-          !decode_ack(c.ctrl->ack, c.ctrl_recv->sizes[0], &why)) {
+          !decode_ack(c.ctrl->ack, c.ctrl_recv->ctrl.size, &why)) {
         NF_WARN("connect to %s failed: %s", c.peer_name.c_str(),
                 why.empty() ? "the handshake reply did not arrive" : why.c_str());
         return Status::kRemoteError;

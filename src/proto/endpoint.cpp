@@ -23,6 +23,17 @@ namespace {
 // Completion queue entries of a shared endpoint (rxm and shm queue what does not fit).
 constexpr size_t kSharedCqSize = 16384;
 
+// One of r's operations is over (completed, failed or cancelled; a failure was recorded first):
+// the request is done when the last one is, and a released one goes back to its pool.
+void op_over(Request* r) {
+  --r->in_flight;
+  if (r->in_flight != 0 || r->posted != r->n) return;
+  if (r->state == ReqState::kPending)
+    r->state = ReqState::kDone;
+  else if (r->state == ReqState::kReleased)
+    request_release(r);
+}
+
 void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
   if (is_probe_op(op)) {
     live_on_completion(sep, op, e, nullptr);
@@ -30,34 +41,43 @@ void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
   }
   Request* r = op->req;
   const uint32_t idx = op->index;
-  if (r->type == ReqType::kSend && r->op_len[idx] != 0) {
-    sep.rail_load[r->op_rail[idx]] -= r->op_len[idx];
-    r->op_len[idx] = 0;
+  if (r->type == ReqType::kSend && r->send.op_len[idx] != 0) {
+    sep.rail_load[r->send.op_rail[idx]] -= r->send.op_len[idx];
+    r->send.op_len[idx] = 0;
   }
-  if (r->zombie) {
+  if (r->state == ReqState::kZombie) {
     // Its comm has closed: its memory stays until the provider has given back every operation.
     --r->in_flight;
     if (--r->zowner->in_flight == 0) sep.zombie_done = true;
     return;
   }
-  const size_t len = e != nullptr ? e->len : 0;
   ++r->comm->events;
-  if (r->type == ReqType::kEagerRecv || r->type == ReqType::kCtsRecv) {
-    --r->in_flight;
-    r->posted = 0;
-    if (e != nullptr) rdma_on_persistent(r, *e);
-    return;
+  const size_t len = e != nullptr ? e->len : 0;
+  switch (r->type) {
+    case ReqType::kSend:
+      if (r->send.mh != nullptr) r->send.mh->uses.fetch_sub(1, std::memory_order_release);
+      break;
+    case ReqType::kRecv:
+      // RDMA: the operation is the receive's clear-to-send; its data comes by writes.
+      if (r->comm->protocol->recv_op_done(r)) return;
+      r->recv.sizes[idx] = len;
+      if (r->recv.mhs[idx] != nullptr)
+        r->recv.mhs[idx]->uses.fetch_sub(1, std::memory_order_release);
+      break;
+    case ReqType::kCtrlSend:
+    case ReqType::kCtrlRecv: r->ctrl.size = len; break;
+    case ReqType::kFlush:
+      if (r->flush.mh != nullptr) r->flush.mh->uses.fetch_sub(1, std::memory_order_release);
+      break;
+    case ReqType::kEagerRecv:
+    case ReqType::kCtsRecv:
+      // Reposted by the protocol once its message is dealt with.
+      --r->in_flight;
+      r->posted = 0;
+      if (e != nullptr) rdma_on_persistent(r, *e);
+      return;
   }
-  if (r->type == ReqType::kRecv && r->comm->protocol->recv_op_done(r)) return;
-  if (r->type == ReqType::kRecv || r->type == ReqType::kCtrlRecv) r->sizes[idx] = len;
-  // A send's operations (an RDMA send's several writes) all use its one buffer, mhs[0].
-  MemHandle* mh = r->type == ReqType::kSend ? r->mhs[0] : r->mhs[idx];
-  if (mh != nullptr) mh->uses.fetch_sub(1, std::memory_order_release);
-  --r->in_flight;
-  if (r->in_flight == 0 && r->posted == r->n) {
-    if (r->state == ReqState::kPending) r->state = ReqState::kDone;
-    if (r->abandoned) request_release(r);
-  }
+  op_over(r);
 }
 
 void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
@@ -66,7 +86,7 @@ void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
     return;
   }
   Request* r = op->req;
-  if (r->zombie) {
+  if (r->state == ReqState::kZombie) {
     complete_op(sep, op, nullptr);
     return;
   }
@@ -160,13 +180,13 @@ Status SharedEp::alloc_slot(Request* r) {
     return Status::kInternalError;
   }
   slot_req[s] = r;
-  r->slot = s;
-  r->gen = static_cast<uint16_t>(slot_gen[s] & kMaxGen);
+  r->recv.slot = s;
+  r->recv.gen = static_cast<uint16_t>(slot_gen[s] & kMaxGen);
   return Status::kOk;
 }
 
 void SharedEp::free_slot(Request* r) {
-  const uint32_t s = r->slot;
+  const uint32_t s = r->recv.slot;
   if (s >= slot_req.size() || slot_req[s] != r) return;
   slot_req[s] = nullptr;
   slot_gen[s] =

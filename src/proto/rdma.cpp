@@ -29,8 +29,8 @@ int parse_fault(const std::string& s) {
 Status post_persistent(Comm& c, Request* r) {
   // Bounce buffers take any NCCL tag and notices; CTS buffers one tag.
   const uint64_t ignore = r->type == ReqType::kEagerRecv ? (kTagLowMask | kTagNoticeBit) : 0;
-  ssize_t rc = fi_trecv(c.ep->ep(), r->bufs[0], r->caps[0], r->descs[0], FI_ADDR_UNSPEC, r->tags[0],
-                        ignore, &r->ops[0]);
+  ssize_t rc = fi_trecv(c.ep->ep(), r->bounce.buf, r->bounce.cap, r->bounce.desc, FI_ADDR_UNSPEC,
+                        r->bounce.tag, ignore, &r->ops[0]);
   if (rc == -FI_EAGAIN) {
     RdmaState& rd = *c.rdma;
     if (rd.n_repost < static_cast<int>(sizeof(rd.repost) / sizeof(rd.repost[0])))
@@ -66,14 +66,14 @@ void remove_cts_retry(RdmaState& rd, Request* r) {
 // registrations are no longer in use by it.
 void retire_recv(Request* r) {
   Comm& c = *r->comm;
-  if (r->slot != UINT32_MAX) {
+  if (r->recv.slot != UINT32_MAX) {
     c.sep->free_slot(r);
-    r->slot = UINT32_MAX;
+    r->recv.slot = UINT32_MAX;
   }
-  if (r->mrs_counted) {
-    r->mrs_counted = false;
+  if (r->recv.holds_mrs) {
+    r->recv.holds_mrs = false;
     for (int i = 0; i < r->n; ++i)
-      if (r->mhs[i] != nullptr) r->mhs[i]->uses.fetch_sub(1, std::memory_order_release);
+      if (r->recv.mhs[i] != nullptr) r->recv.mhs[i]->uses.fetch_sub(1, std::memory_order_release);
   }
   remove_active(*c.rdma, r);
   remove_cts_retry(*c.rdma, r);
@@ -83,17 +83,17 @@ void retire_recv(Request* r) {
 // send completes only when the peer acknowledged it): the request then goes back to the pool, and
 // its CTS buffer with it, when that completes (request_release waits for in_flight == 0).
 void maybe_finish_recv(Request* r) {
-  if (r->entries_left == 0 && r->state == ReqState::kPending) {
+  if (r->recv.entries_left == 0 && r->state == ReqState::kPending) {
     retire_recv(r);
     r->state = ReqState::kDone;
   }
-  if (r->in_flight == 0 && r->state != ReqState::kPending && r->abandoned) request_release(r);
+  if (r->in_flight == 0 && r->state == ReqState::kReleased) request_release(r);
 }
 
 void fail_recv(Request* r, Status s) {
   fail_request(r, s);
   retire_recv(r);
-  if (r->in_flight == 0 && r->abandoned) request_release(r);
+  if (r->in_flight == 0 && r->state == ReqState::kReleased) request_release(r);
 }
 
 // The posted receive and buffer that message `index` of `tag` goes to.
@@ -101,7 +101,7 @@ bool find_buffer(RdmaState& rd, int32_t tag, uint32_t index, Request** out, int*
   for (int a = 0; a < rd.n_active; ++a) {
     Request* r = rd.active[a];
     for (int i = 0; i < r->n; ++i) {
-      if (static_cast<int32_t>(r->tags[i]) == tag && r->index[i] == index) {
+      if (static_cast<int32_t>(r->recv.tags[i]) == tag && r->recv.index[i] == index) {
         *out = r;
         *entry = i;
         return true;
@@ -126,26 +126,26 @@ bool too_far_ahead(RdmaState& rd, int32_t tag, uint32_t index) {
 // Eager message in bounce buffer b for buffer i of receive r.
 void deliver_eager(Request* r, int i, Request* b) {
   Comm& c = *r->comm;
-  const size_t len = b->sizes[0];
+  const size_t len = b->bounce.len;
   if (r->state != ReqState::kPending) return;  // failed already: nothing lands
-  if (r->entry_done[i] || r->chunks_got[i] != 0) {
+  if (r->recv.entry_done[i] || r->recv.chunks_got[i] != 0) {
     RDMA_LOG(c,
              "eager message %u of tag %d from %s lands in a buffer already written: the "
              "receive fails",
-             r->index[i], static_cast<int32_t>(r->tags[i]), c.peer_name.c_str());
+             r->recv.index[i], static_cast<int32_t>(r->recv.tags[i]), c.peer_name.c_str());
     fail_recv(r, Status::kRemoteError);
     return;
   }
-  if (len > r->caps[i]) {
+  if (len > r->recv.caps[i]) {
     RDMA_LOG(c, "message of %zu bytes from %s is larger than its receive buffer (%zu bytes)", len,
-             c.peer_name.c_str(), r->caps[i]);
+             c.peer_name.c_str(), r->recv.caps[i]);
     fail_recv(r, Status::kInvalidUsage);
     return;
   }
-  if (len > 0) memcpy(r->bufs[i], b->bufs[0], len);
-  r->sizes[i] = len;
-  r->entry_done[i] = 1;
-  --r->entries_left;
+  if (len > 0) memcpy(r->recv.bufs[i], b->bounce.buf, len);
+  r->recv.sizes[i] = len;
+  r->recv.entry_done[i] = 1;
+  --r->recv.entries_left;
   maybe_finish_recv(r);
 }
 
@@ -154,23 +154,23 @@ void deliver_eager(Request* r, int i, Request* b) {
 Status send_cts(Comm& c, Request* r, bool* sent) {
   RdmaState& rd = *c.rdma;
   *sent = false;
-  const bool fresh_slot = r->slot == UINT32_MAX;
+  const bool fresh_slot = r->recv.slot == UINT32_MAX;
   if (fresh_slot) NF_CHECK(c.sep->alloc_slot(r));
   CtsMsg m;  // only the header and the first n entries are filled and sent
   m.h.magic = kCtsMagic;
   m.h.version = kWireVersion;
   m.h.n = r->n;
   m.h.nrails = static_cast<uint8_t>(c.nrails);
-  m.h.slot = static_cast<uint16_t>(r->slot);
-  m.h.gen = r->gen;
+  m.h.slot = static_cast<uint16_t>(r->recv.slot);
+  m.h.gen = r->recv.gen;
   m.h.reserved = 0;
   for (int i = 0; i < r->n; ++i) {
     CtsEntry& e = m.e[i];
-    MemHandle* mh = r->mhs[i];
-    e.tag = static_cast<int32_t>(r->tags[i]);
-    e.index = r->index[i];
-    e.size = r->caps[i];
-    const uintptr_t a = reinterpret_cast<uintptr_t>(r->bufs[i]);
+    MemHandle* mh = r->recv.mhs[i];
+    e.tag = static_cast<int32_t>(r->recv.tags[i]);
+    e.index = r->recv.index[i];
+    e.size = r->recv.caps[i];
+    const uintptr_t a = reinterpret_cast<uintptr_t>(r->recv.bufs[i]);
     e.addr = mh != nullptr ? a - mh->reg.remote_base : 0;
     for (int k = 0; k < kMaxRails; ++k)
       e.key[k] = mh != nullptr && k < c.nrails ? mh->rail_reg(k).key : 0;
@@ -204,7 +204,7 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
   if (rc != 0) {
     if (fresh_slot) {
       c.sep->free_slot(r);
-      r->slot = UINT32_MAX;
+      r->recv.slot = UINT32_MAX;
     }
     if (rc == -FI_EAGAIN) return Status::kOk;
     return fi_fail("fi_tsend(clear-to-send)", static_cast<int>(rc), c.peer_name.c_str());
@@ -219,7 +219,8 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
 
 // A receive whose CTS was never sent (all its buffers small) is asked for one by an RTS notice.
 void cts_on_request(Comm& c, Request* r) {
-  if (r->slot != UINT32_MAX || r->state != ReqState::kPending) return;  // sent already, or over
+  if (r->recv.slot != UINT32_MAX || r->state != ReqState::kPending)
+    return;  // sent already, or over
   bool sent = false;
   Status s = send_cts(c, r, &sent);
   if (!ok(s)) {
@@ -240,7 +241,7 @@ void on_notice(Comm& c, Request* b, const fi_cq_tagged_entry& e) {
              c.peer_name.c_str(), sizeof(m));
     return;
   }
-  memcpy(&m, b->bufs[0], sizeof(m));
+  memcpy(&m, b->bounce.buf, sizeof(m));
   if (m.magic != kNoticeMagic || (m.kind != kNoticeRts && m.kind != kNoticeTooLarge)) {
     RDMA_LOG(c, "a malformed notice from %s: ignored", c.peer_name.c_str());
     return;
@@ -260,7 +261,7 @@ void on_notice(Comm& c, Request* b, const fi_cq_tagged_entry& e) {
   // kNoticeTooLarge: the sender failed its isend; the receive fails too, naming both sizes.
   if (!found || r->state != ReqState::kPending) return;
   RDMA_LOG(c, "message of %llu bytes from %s is larger than its receive buffer (%zu bytes)",
-           static_cast<unsigned long long>(m.size), c.peer_name.c_str(), r->caps[i]);
+           static_cast<unsigned long long>(m.size), c.peer_name.c_str(), r->recv.caps[i]);
   fail_recv(r, Status::kInvalidUsage);
 }
 
@@ -272,9 +273,9 @@ void on_eager(Request* b, const fi_cq_tagged_entry& e) {
   } else {
     const int32_t tag = static_cast<int32_t>(e.tag & kTagLowMask);
     const uint32_t index = static_cast<uint32_t>(e.data);
-    b->index[0] = index;
-    b->sizes[0] = e.len;
-    b->imm = static_cast<uint32_t>(tag);
+    b->bounce.index = index;
+    b->bounce.len = e.len;
+    b->bounce.msg_tag = tag;
     Request* r = nullptr;
     int i = 0;
     if (find_buffer(rd, tag, index, &r, &i)) {
@@ -359,7 +360,7 @@ void on_cts(Request* b, const fi_cq_tagged_entry& e) {
   std::string why;
   if (!ok(rd.error)) {
     // Already broken: nothing more is used.
-  } else if (!check_cts(c, b->bufs[0], e.len, &m, &why)) {
+  } else if (!check_cts(c, b->bounce.buf, e.len, &m, &why)) {
     RDMA_LOG(c, "refused a clear-to-send from %s: %s; the connection fails", c.peer_name.c_str(),
              why.c_str());
     rd.error = Status::kRemoteError;
@@ -410,7 +411,7 @@ constexpr uint64_t kRtsDelayNs = 100000000;
 Status post_bounce(Comm& c, Request* r, const void* data, size_t size, void* desc, bool inject,
                    uint64_t t, uint32_t index, bool* posted) {
   *posted = false;
-  r->sizes[0] = size;
+  r->send.size = size;
   ssize_t rc = inject ? fi_tinjectdata(c.ep->ep(), data, size, index, c.peer, t)
                       : fi_tsenddata(c.ep->ep(), data, size, desc, index, c.peer, t, &r->ops[0]);
   if (rc != 0) {
@@ -441,7 +442,7 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
                        eager_tag(c.peer_id, tag), index + c.rdma->eager_skew, &posted));
   if (!posted) return Status::kOk;
   if (!inject && mh != nullptr) {
-    r->mhs[0] = mh;  // released by complete_op
+    r->send.mh = mh;  // released by complete_op
     mh->uses.fetch_add(1, std::memory_order_relaxed);
   }
   *out = r;
@@ -493,10 +494,10 @@ Status rdma_setup(Comm& c) {
     for (int i = 0; i < kCtsBufs; ++i) {
       Request* r = take_request(c, ReqType::kCtsRecv, 1);
       if (r == nullptr) return Status::kInternalError;
-      r->bufs[0] = &rd.cts_rx[i];
-      r->caps[0] = sizeof(CtsWire);
-      r->descs[0] = rd.cts_rx_reg.desc;
-      r->tags[0] = ctrl_tag(c.id, kCtrlCts);
+      r->bounce.buf = &rd.cts_rx[i];
+      r->bounce.cap = sizeof(CtsWire);
+      r->bounce.desc = rd.cts_rx_reg.desc;
+      r->bounce.tag = ctrl_tag(c.id, kCtrlCts);
       NF_CHECK(post_persistent(c, r));
     }
   } else {
@@ -511,10 +512,10 @@ Status rdma_setup(Comm& c) {
     for (int i = 0; i < kEagerBufs; ++i) {
       Request* r = take_request(c, ReqType::kEagerRecv, 1);
       if (r == nullptr) return Status::kInternalError;
-      r->bufs[0] = p + static_cast<size_t>(i) * rd.bounce_size;
-      r->caps[0] = rd.bounce_size;
-      r->descs[0] = rd.bounce_reg.desc;
-      r->tags[0] = eager_tag(c.id, 0);
+      r->bounce.buf = p + static_cast<size_t>(i) * rd.bounce_size;
+      r->bounce.cap = rd.bounce_size;
+      r->bounce.desc = rd.bounce_reg.desc;
+      r->bounce.tag = eager_tag(c.id, 0);
       NF_CHECK(post_persistent(c, r));
     }
   }
@@ -579,11 +580,11 @@ void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   const char* bad = nullptr;
   if (i.entry >= r->n)
     bad = "names a buffer the receive does not have";
-  else if (r->entry_done[i.entry])
+  else if (r->recv.entry_done[i.entry])
     bad = "lands in a buffer already complete";
-  else if (r->chunks_expected[i.entry] != 0 && r->chunks_expected[i.entry] != i.nchunks)
+  else if (r->recv.chunks_expected[i.entry] != 0 && r->recv.chunks_expected[i.entry] != i.nchunks)
     bad = "disagrees on the number of pieces";
-  else if (r->sizes[i.entry] + len > r->caps[i.entry])
+  else if (r->recv.sizes[i.entry] + len > r->recv.caps[i.entry])
     bad = "overflows the buffer";
   if (bad != nullptr) {
     RDMA_LOG(c, "a write from %s %s (immediate 0x%llx): the receive fails", c.peer_name.c_str(),
@@ -591,11 +592,11 @@ void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
     fail_recv(r, Status::kRemoteError);
     return;
   }
-  r->chunks_expected[i.entry] = static_cast<uint8_t>(i.nchunks);
-  r->sizes[i.entry] += len;
-  if (++r->chunks_got[i.entry] == i.nchunks) {
-    r->entry_done[i.entry] = 1;
-    --r->entries_left;
+  r->recv.chunks_expected[i.entry] = static_cast<uint8_t>(i.nchunks);
+  r->recv.sizes[i.entry] += len;
+  if (++r->recv.chunks_got[i.entry] == i.nchunks) {
+    r->recv.entry_done[i.entry] = 1;
+    --r->recv.entries_left;
     maybe_finish_recv(r);
   }
 }
@@ -615,18 +616,19 @@ bool rdma_on_write_error(SharedEp& sep, const CqError& err) {
 
 Status rdma_post_writes(Comm& c, Request* r) {
   SharedEp& sep = *c.sep;
-  const size_t total = r->sizes[0];
+  const size_t total = r->send.size;
   while (r->posted < r->n) {
     const int k = r->posted;
-    const size_t off = static_cast<size_t>(k) * r->chunk;
-    const size_t len = total - off < r->chunk ? total - off : r->chunk;
+    const size_t off = static_cast<size_t>(k) * r->send.chunk;
+    const size_t len = total - off < r->send.chunk ? total - off : r->send.chunk;
     const int rail = least_loaded_rail(sep, c.nrails);
-    MemHandle* mh = r->mhs[0];
+    MemHandle* mh = r->send.mh;
     void* desc = mh != nullptr ? mh->rail_reg(rail).desc : nullptr;
-    const uint64_t data = sep.wide_imm ? (static_cast<uint64_t>(len) << 32) | r->imm : r->imm;
+    const uint64_t data =
+        sep.wide_imm ? (static_cast<uint64_t>(len) << 32) | r->send.imm : r->send.imm;
     ssize_t rc =
-        fi_writedata(sep.rail(rail)->ep(), static_cast<uint8_t*>(r->bufs[0]) + off, len, desc, data,
-                     c.peer_rail[rail], r->raddr + off, r->rkeys[rail], &r->ops[k]);
+        fi_writedata(sep.rail(rail)->ep(), static_cast<uint8_t*>(r->send.buf) + off, len, desc,
+                     data, c.peer_rail[rail], r->send.raddr + off, r->send.rkeys[rail], &r->ops[k]);
     if (rc == -FI_EAGAIN) return Status::kOk;
     if (rc != 0) {
       Status s = fi_fail("fi_writedata", static_cast<int>(rc), c.peer_name.c_str());
@@ -634,8 +636,8 @@ Status rdma_post_writes(Comm& c, Request* r) {
       r->n = r->posted;
       return s;
     }
-    r->op_rail[k] = static_cast<uint8_t>(rail);
-    r->op_len[k] = len;
+    r->send.op_rail[k] = static_cast<uint8_t>(rail);
+    r->send.op_len[k] = len;
     sep.rail_load[rail] += len;
     if (mh != nullptr) mh->uses.fetch_add(1, std::memory_order_relaxed);
     ++r->posted;
@@ -740,16 +742,17 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   }
   Request* r = take_request(c, ReqType::kSend, static_cast<int>(nchunks));
   if (r == nullptr) return comm_progress(c);
-  r->sizes[0] = size;
-  r->bufs[0] = data;
-  r->chunk = chunk;
-  r->raddr = e.addr;
-  for (int k = 0; k < kMaxRails; ++k) r->rkeys[k] = e.key[k];
-  r->imm = imm_encode(g->slot, static_cast<uint32_t>(i), static_cast<uint32_t>(nchunks), g->gen);
-  r->mhs[0] = mh;  // every write of the send counts a use of it (complete_op releases them)
+  r->send.size = size;
+  r->send.buf = data;
+  r->send.chunk = chunk;
+  r->send.raddr = e.addr;
+  for (int k = 0; k < kMaxRails; ++k) r->send.rkeys[k] = e.key[k];
+  r->send.imm =
+      imm_encode(g->slot, static_cast<uint32_t>(i), static_cast<uint32_t>(nchunks), g->gen);
+  r->send.mh = mh;  // every write of the send counts a use of it (complete_op releases them)
   Status s = rdma_post_writes(c, r);
   if (r->posted == 0) {
-    r->mhs[0] = nullptr;
+    r->send.mh = nullptr;
     request_release(r);
     if (!ok(s)) return s;
     return comm_progress(c);
@@ -801,23 +804,23 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   }
   Request* r = take_request(c, ReqType::kRecv, n);
   if (r == nullptr) return comm_progress(c);
-  r->slot = UINT32_MAX;
-  r->entries_left = static_cast<uint8_t>(n);
+  r->recv.slot = UINT32_MAX;
+  r->recv.entries_left = static_cast<uint8_t>(n);
   for (int i = 0; i < n; ++i) {
-    r->bufs[i] = data[i];
-    r->caps[i] = sizes[i];
-    r->mhs[i] = mhs[i];
-    r->tags[i] = static_cast<uint32_t>(tags[i]);
-    r->index[i] = index[i];
-    r->chunks_expected[i] = 0;
-    r->chunks_got[i] = 0;
-    r->entry_done[i] = 0;
+    r->recv.bufs[i] = data[i];
+    r->recv.caps[i] = sizes[i];
+    r->recv.mhs[i] = mhs[i];
+    r->recv.tags[i] = static_cast<uint32_t>(tags[i]);
+    r->recv.index[i] = index[i];
+    r->recv.chunks_expected[i] = 0;
+    r->recv.chunks_got[i] = 0;
+    r->recv.entry_done[i] = 0;
   }
   if (need_cts) {
     bool sent = false;
     Status s = send_cts(c, r, &sent);
     if (!ok(s) || !sent) {
-      for (int i = 0; i < n; ++i) r->mhs[i] = nullptr;
+      for (int i = 0; i < n; ++i) r->recv.mhs[i] = nullptr;
       request_release(r);
       if (!ok(s)) return s;
       return comm_progress(c);
@@ -834,15 +837,15 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   }
   for (int i = 0; i < n; ++i)
     if (mhs[i] != nullptr) mhs[i]->uses.fetch_add(1, std::memory_order_relaxed);
-  r->mrs_counted = true;
+  r->recv.holds_mrs = true;
   rd.active[rd.n_active++] = r;
   // Eager messages that arrived before this receive was posted.
   for (int k = 0; k < rd.n_held;) {
     Request* b = rd.held[k];
     int i = 0;
     for (; i < n; ++i)
-      if (static_cast<int32_t>(r->tags[i]) == static_cast<int32_t>(b->imm) &&
-          r->index[i] == b->index[0])
+      if (static_cast<int32_t>(r->recv.tags[i]) == b->bounce.msg_tag &&
+          r->recv.index[i] == b->bounce.index)
         break;
     if (i < n) {
       rd.held[k] = rd.held[--rd.n_held];

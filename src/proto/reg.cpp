@@ -18,9 +18,9 @@
 namespace nf {
 
 Status post_flush(Comm& c, Request* r) {
-  MemHandle* mh = r->mhs[0];
-  const uintptr_t a = reinterpret_cast<uintptr_t>(r->bufs[0]);
-  ssize_t rc = fi_read(c.ep->ep(), c.ctrl->flush, r->caps[0], c.ctrl_reg.desc, c.sep->self,
+  MemHandle* mh = r->flush.mh;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(r->flush.buf);
+  ssize_t rc = fi_read(c.ep->ep(), c.ctrl->flush, r->flush.len, c.ctrl_reg.desc, c.sep->self,
                        a - mh->reg.remote_base, mh->reg.key, &r->ops[0]);
   if (rc == -FI_EAGAIN) return Status::kOk;  // posted later, from test()
   if (rc != 0) {
@@ -77,9 +77,9 @@ Status sr_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
     NF_WARN("iflush with %s: every request of the comm is in use", c.peer_name.c_str());
     return Status::kInternalError;
   }
-  r->bufs[0] = data;
-  r->caps[0] = 4;  // a few bytes are enough to order the earlier PCIe writes
-  r->mhs[0] = mh;
+  r->flush.buf = data;
+  r->flush.len = 4;  // a few bytes are enough to order the earlier PCIe writes
+  r->flush.mh = mh;
   Status s = post_flush(c, r);
   if (!ok(s)) {
     request_release(r);

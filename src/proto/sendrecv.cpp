@@ -20,10 +20,11 @@ namespace nf {
 // Posts the receive operations a request still owes. Stops at -FI_EAGAIN (the rest is posted by a
 // later progress call, before any later receive: FIFO is kept).
 Status post_recvs(Comm& c, Request* r) {
+  RecvJob& j = r->recv;
   while (r->posted < r->n) {
     const int i = r->posted;
-    ssize_t rc = fi_trecv(c.ep->ep(), r->bufs[i], r->caps[i], r->descs[i], FI_ADDR_UNSPEC,
-                          r->tags[i], 0, &r->ops[i]);
+    ssize_t rc = fi_trecv(c.ep->ep(), j.bufs[i], j.caps[i], j.descs[i], FI_ADDR_UNSPEC, j.tags[i],
+                          0, &r->ops[i]);
     if (rc == -FI_EAGAIN) return Status::kOk;
     if (rc != 0) {
       Status s = fi_fail("fi_trecv", static_cast<int>(rc), c.peer_name.c_str());
@@ -31,7 +32,7 @@ Status post_recvs(Comm& c, Request* r) {
       r->n = r->posted;  // what was never posted will never complete
       return s;
     }
-    if (r->mhs[i] != nullptr) r->mhs[i]->uses.fetch_add(1, std::memory_order_relaxed);
+    if (j.mhs[i] != nullptr) j.mhs[i]->uses.fetch_add(1, std::memory_order_relaxed);
     ++r->posted;
     ++r->in_flight;
   }
@@ -48,7 +49,8 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
     // Every request is out: reap completions; NCCL asks again.
     return comm_progress(c);
   }
-  r->sizes[0] = size;
+  r->send.buf = data;
+  r->send.size = size;
   const uint64_t t = data_tag(c.peer_id, tag);
   ssize_t rc;
   const bool inject = can_inject(c, size, mh);
@@ -64,7 +66,7 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
     void* desc = mh != nullptr ? mh->reg.desc : nullptr;
     rc = fi_tsend(c.ep->ep(), data, size, desc, c.peer, t, &r->ops[0]);
     if (rc == 0 && mh != nullptr) {
-      r->mhs[0] = mh;
+      r->send.mh = mh;
       mh->uses.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -92,14 +94,15 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
   }
   Request* r = take_request(c, ReqType::kRecv, n);
   if (r == nullptr) return comm_progress(c);
+  RecvJob& j = r->recv;
   for (int i = 0; i < n; ++i) {
-    r->bufs[i] = data[i];
+    j.bufs[i] = data[i];
     // No message is larger than max_msg_size: a larger buffer is posted as that much (EFA refuses
     // a receive above its limit).
-    r->caps[i] = sizes[i] < c.max_msg_size ? sizes[i] : static_cast<size_t>(c.max_msg_size);
-    r->descs[i] = mhs[i] != nullptr ? mhs[i]->reg.desc : nullptr;
-    r->mhs[i] = mhs[i];
-    r->tags[i] = data_tag(c.id, tags[i]);
+    j.caps[i] = sizes[i] < c.max_msg_size ? sizes[i] : static_cast<size_t>(c.max_msg_size);
+    j.descs[i] = mhs[i] != nullptr ? mhs[i]->reg.desc : nullptr;
+    j.mhs[i] = mhs[i];
+    j.tags[i] = data_tag(c.id, tags[i]);
   }
   Status s = post_recvs(c, r);
   if (!ok(s)) {
@@ -141,11 +144,15 @@ Status sr_test(Request* r, int* done, int* sizes) {
     case ReqState::kDone:
       *done = 1;
       if (sizes != nullptr) {
-        // NCCL passes one int for a send: an RDMA send's n counts its writes, not buffers.
-        const int nsizes = r->type == ReqType::kSend ? 1 : r->n;
-        for (int i = 0; i < nsizes; ++i)
-          sizes[i] =
-              r->sizes[i] > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(r->sizes[i]);
+        // NCCL passes one int for a send or a flush, one per buffer for a receive.
+        auto clamp = [](size_t v) {
+          return v > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(v);
+        };
+        if (r->type == ReqType::kRecv) {
+          for (int i = 0; i < r->n; ++i) sizes[i] = clamp(r->recv.sizes[i]);
+        } else {
+          sizes[0] = r->type == ReqType::kSend ? clamp(r->send.size) : 0;
+        }
       }
       request_release(r);
       return Status::kOk;

@@ -45,48 +45,103 @@ struct OpCtx {
   uint32_t index;
 };
 
-// kEagerRecv (receiver's bounce buffers) and kCtsRecv (sender's clear-to-send buffers) are the
-// RDMA protocol's persistent receives: reposted after each message, never handed to NCCL.
+// A request is one job, with the fields of that job (docs/architecture.md, "Requests", draws
+// the lifecycle):
+//   kSend      one NCCL message: a tagged send (SENDRECV), an eager message or notice into the
+//              receiver's bounce buffers, or up to kMaxGroup writes into its buffer (RDMA);
+//   kRecv      one NCCL receive of up to kMaxGroup buffers;
+//   kCtrlSend, kCtrlRecv  one handshake message;
+//   kFlush     the GPUDirect flush's read;
+//   kEagerRecv, kCtsRecv  a persistent receive of the RDMA protocol (the receiver's bounce buffer,
+//              the sender's clear-to-send buffer): reposted after each message, never NCCL's.
 enum class ReqType : uint8_t { kSend, kRecv, kCtrlSend, kCtrlRecv, kEagerRecv, kCtsRecv, kFlush };
-enum class ReqState : uint8_t { kFree, kPending, kDone, kError };
+
+// One lifecycle for every type. kPending ends in kDone or kError (each type's own rule, below);
+// reporting it to NCCL (test) frees it, or, while the provider still holds one of its operations
+// or it waits on the comm's deferred list, leaves it kReleased until the last one comes back.
+// A comm that closes with operations in the provider turns their requests kZombie: completions
+// then only count down what the zombie keeps alive.
+enum class ReqState : uint8_t { kFree, kPending, kDone, kError, kReleased, kZombie };
+
+// kSend. Every operation of a send uses its one buffer (and registration).
+struct SendJob {
+  void* buf;
+  size_t size;
+  MemHandle* mh;  // a use counted per operation in flight
+  // RDMA writes: the receiver's buffer, the immediate data naming its receive, the piece size,
+  // and per write posted its rail and length (the rail's load).
+  uint64_t raddr;
+  uint64_t rkeys[kMaxRails];
+  uint32_t imm;
+  size_t chunk;
+  uint8_t op_rail[kMaxGroup];
+  size_t op_len[kMaxGroup];
+};
+
+// kRecv: n buffers. SENDRECV: one tagged receive per buffer. RDMA: one clear-to-send naming them
+// all (the request's only operation); each buffer is filled by the sender's writes or by an eager
+// message copied from a bounce buffer.
+struct RecvJob {
+  void* bufs[kMaxGroup];
+  size_t caps[kMaxGroup];
+  void* descs[kMaxGroup];
+  MemHandle* mhs[kMaxGroup];
+  uint64_t tags[kMaxGroup];  // SENDRECV: the wire tag; RDMA: NCCL's tag
+  size_t sizes[kMaxGroup];   // bytes received
+  // RDMA.
+  uint32_t slot;  // completion slot its CTS announced (UINT32_MAX: none)
+  uint16_t gen;
+  uint8_t entries_left;  // buffers not complete yet
+  bool holds_mrs;        // holds a use of each buffer's registration until it stops taking writes
+  uint32_t index[kMaxGroup];  // per buffer: its per-tag index
+  uint8_t chunks_expected[kMaxGroup];
+  uint8_t chunks_got[kMaxGroup];
+  uint8_t entry_done[kMaxGroup];
+};
+
+// kCtrlSend, kCtrlRecv: the message lives in the comm's CtrlBuf.
+struct CtrlJob {
+  size_t size;  // bytes received
+};
+
+// kFlush: a read of `len` bytes of `buf` (GPU memory registered in mh) into the comm's CtrlBuf.
+struct FlushJob {
+  void* buf;
+  size_t len;
+  MemHandle* mh;
+};
+
+// kEagerRecv, kCtsRecv: a registered buffer of the comm's RdmaState, and the message it holds
+// while the receive it belongs to is not posted yet (eager).
+struct BounceJob {
+  void* buf;
+  size_t cap;
+  void* desc;
+  uint64_t tag;
+  size_t len;       // the message's bytes
+  int32_t msg_tag;  // ... its NCCL tag
+  uint32_t index;   // ... its per-tag index
+};
 
 struct Request {
   uint32_t magic;  // kReqMagic while it belongs to the caller
   ReqType type;
   ReqState state;
-  bool abandoned;     // failed and reported; returns to the pool once nothing is in flight
-  bool zombie;        // its comm closed with this still in flight: completions only count
-  Zombie* zowner;     // ... and what its comm left behind (counted down to free it)
-  uint8_t n;          // operations in this request (grouped receive: up to kMaxGroup)
-  uint8_t posted;     // operations handed to the provider so far
-  uint8_t in_flight;  // posted and not completed
-  Status error;
+  uint8_t n;          // operations it has (grouped SENDRECV receive: buffers; RDMA send: writes)
+  uint8_t posted;     // ... handed to the provider so far (fewer: waiting on the deferred list)
+  uint8_t in_flight;  // ... posted and not completed
+  Status error;       // kError: why
   Comm* comm;
-  Request* next_deferred;   // grouped receives whose operations are not all posted yet
-  size_t sizes[kMaxGroup];  // bytes received per buffer (or sent)
-  void* bufs[kMaxGroup];
-  size_t caps[kMaxGroup];
-  void* descs[kMaxGroup];
-  MemHandle* mhs[kMaxGroup];  // counted while an operation on them is in flight
-  uint64_t tags[kMaxGroup];
-  OpCtx ops[kMaxGroup];
-  // RDMA protocol. Receive: the completion slot its CTS announced, and per buffer the writes
-  // expected and seen. Send: the rail and length of each posted write.
-  uint32_t slot;
-  uint16_t gen;
-  uint8_t entries_left;  // buffers of the group not complete yet
-  bool mrs_counted;      // holds a use of each buffer's registration until it stops taking writes
-  uint32_t index[kMaxGroup];  // per buffer: its per-tag index (eager bounce: the message's, in [0])
-  uint8_t chunks_expected[kMaxGroup];
-  uint8_t chunks_got[kMaxGroup];
-  uint8_t entry_done[kMaxGroup];
-  uint8_t op_rail[kMaxGroup];
-  size_t op_len[kMaxGroup];
-  // Send: posting not finished (-FI_EAGAIN part way): the rest of the writes.
-  uint64_t raddr;
-  uint64_t rkeys[4];
-  uint32_t imm;  // eager bounce holding a message: its NCCL tag
-  size_t chunk;
+  Request* next_deferred;  // deferred list: operations not all posted yet
+  Zombie* zowner;          // kZombie: what its comm left behind (counted down to free it)
+  OpCtx ops[kMaxGroup];    // the provider's context of each operation
+  union {
+    SendJob send;
+    RecvJob recv;
+    CtrlJob ctrl;
+    FlushJob flush;
+    BounceJob bounce;
+  };
 };
 
 enum class CommRole : uint8_t { kListen, kSend, kRecv };
