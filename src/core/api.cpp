@@ -3,10 +3,10 @@
 #include <cstring>
 #include <new>
 
+#include "core/connect.h"
 #include "mem/gdr.h"
-#include "proto/connect.h"
-#include "proto/rdma.h"
-#include "proto/sendrecv.h"
+
+#include "core/comm.h"
 #include "util/clock.h"
 
 namespace nf {
@@ -113,7 +113,7 @@ Status listen(void* ctx, int dev, void* handle, void** listen_comm) {
     ConnectEnv env;
     NF_CHECK(device_env(*p, dev, &env));
     std::unique_ptr<Comm> l;
-    NF_CHECK(sr_listen(env, handle, &l));
+    NF_CHECK(comm_listen(env, handle, &l));
     *listen_comm = l.release();
     return Status::kOk;
   });
@@ -149,13 +149,13 @@ Status connect(void* ctx, int dev, void* handle, void** send_comm) {
       ConnectEnv env;
       NF_CHECK(device_env(*p, dev, &env));
       std::unique_ptr<Comm> fresh;
-      NF_CHECK(sr_connect_start(env, handle, &fresh));
+      NF_CHECK(comm_connect_start(env, handle, &fresh));
       c = fresh.get();
       std::lock_guard<std::mutex> lock(p->mu);
       p->pending[handle] = std::move(fresh);
     }
     bool done = false;
-    Status s = sr_connect_poll(*c, p->params, &done);
+    Status s = comm_connect_poll(*c, p->params, &done);
     if (!ok(s) || done) {
       std::lock_guard<std::mutex> lock(p->mu);
       auto it = p->pending.find(handle);
@@ -174,7 +174,7 @@ Status accept(void* listen_comm, void** recv_comm) {
   if (l == nullptr) return Status::kInternalError;
   return guarded("accept", [&] {
     std::unique_ptr<Comm> rc;
-    NF_CHECK(sr_accept(*l, l->params, &rc));
+    NF_CHECK(comm_accept(*l, l->params, &rc));
     *recv_comm = rc.release();
     return Status::kOk;
   });
@@ -196,7 +196,7 @@ Status register_for_nccl(Comm& c, void* data, size_t size, int type, int fd, uin
   }
   return guarded(who, [&] {
     MemHandle* mh = nullptr;
-    NF_CHECK(sr_reg_mr(c, data, size, info, spec, &mh));
+    NF_CHECK(comm_reg_mr(c, data, size, info, spec, &mh));
     *mhandle = mh;
     return Status::kOk;
   });
@@ -234,7 +234,7 @@ Status dereg_mr(void* comm, void* mhandle) {
     NF_WARN("deregMr: %p is not a registration of this plugin", mhandle);
     return Status::kInternalError;
   }
-  return sr_dereg_mr(*c, mh);
+  return comm_dereg_mr(*c, mh);
 }
 
 Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request) {
@@ -291,7 +291,7 @@ Status iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles, 
     }
     if (mh->reg.kind == MemKind::kHost) return Status::kOk;  // host memory: coherent already
     Request* r = nullptr;
-    NF_CHECK(sr_iflush(*c, data[i], mh, &r));
+    NF_CHECK(comm_iflush(*c, data[i], mh, &r));
     *request = r;
     return Status::kOk;
   }
@@ -305,7 +305,7 @@ Status test(void* request, int* done, int* sizes) {
     *done = 0;
     return Status::kInternalError;
   }
-  return sr_test(r, done, sizes);
+  return request_test(r, done, sizes);
 }
 
 Status close_send(void* send_comm) {

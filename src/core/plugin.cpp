@@ -10,9 +10,9 @@
 #include "mem/gdr.h"
 #include "mem/mr_cache.h"
 #include "platform/platform.h"
-#include "proto/wire.h"
 #include "topo/topo.h"
 #include "util/log.h"
+#include "wire/wire.h"
 
 namespace nf {
 namespace {

@@ -8,8 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/connect.h"
 #include "fabric/fabric.h"
-#include "proto/connect.h"
 #include "tuner/net_info.h"
 #include "util/params.h"
 

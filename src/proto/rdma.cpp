@@ -9,6 +9,49 @@
 #include "util/log.h"
 
 namespace nf {
+
+// A write names its receive by slot and generation. So that a late or duplicate write (of a
+// receive that failed or closed) can never be credited to another receive, a freed slot is reused
+// only after kSlotQuarantine other slots were handed out, and its generation has 9 bits: the
+// same (slot, generation) comes back only after 512 x 1024 receives on the endpoint.
+constexpr size_t kSlotQuarantine = 1024;
+
+Status RdmaEp::alloc_slot(Request* r) {
+  uint32_t s;
+  if (free_slots.size() > kSlotQuarantine ||
+      (slot_req.size() >= kMaxSlots && !free_slots.empty())) {
+    s = free_slots.front();
+    free_slots.pop_front();
+  } else if (slot_req.size() < kMaxSlots) {
+    s = static_cast<uint32_t>(slot_req.size());
+    slot_req.push_back(nullptr);
+    slot_gen.push_back(0);
+  } else {
+    NF_WARN("more than %u RDMA receives in flight on one endpoint", kMaxSlots);
+    return Status::kInternalError;
+  }
+  slot_req[s] = r;
+  r->recv.slot = s;
+  r->recv.gen = static_cast<uint16_t>(slot_gen[s] & kMaxGen);
+  return Status::kOk;
+}
+
+void RdmaEp::free_slot(Request* r) {
+  const uint32_t s = r->recv.slot;
+  if (s >= slot_req.size() || slot_req[s] != r) return;
+  slot_req[s] = nullptr;
+  slot_gen[s] =
+      static_cast<uint16_t>((slot_gen[s] + 1) & kMaxGen);  // a late write no longer matches
+  free_slots.push_back(s);
+}
+
+RdmaState::~RdmaState() {
+  deregister_memory(&cts_rx_reg);
+  deregister_memory(&cts_tx_reg);
+  deregister_memory(&bounce_reg);
+  deregister_memory(&notice_tx_reg);
+}
+
 namespace {
 
 enum CtsFault { kFaultNone = 0, kFaultSize, kFaultCount, kFaultAddr, kFaultKey };
@@ -22,8 +65,8 @@ int parse_fault(const std::string& s) {
 }
 
 // The first protocol problem of a comm is a WARN, later ones INFO.
-#define RDMA_LOG(c, ...)                                                                         \
-  log_message((c).rdma->warned++ == 0 ? LogLevel::kWarn : LogLevel::kInfo, kSubsysNet, __FILE__, \
+#define RDMA_LOG(c, ...)                                                                          \
+  log_message(rdma_of(c).warned++ == 0 ? LogLevel::kWarn : LogLevel::kInfo, kSubsysNet, __FILE__, \
               __LINE__, __VA_ARGS__)
 
 Status post_persistent(Comm& c, Request* r) {
@@ -32,7 +75,7 @@ Status post_persistent(Comm& c, Request* r) {
   ssize_t rc = fi_trecv(c.ep->ep(), r->bounce.buf, r->bounce.cap, r->bounce.desc, FI_ADDR_UNSPEC,
                         r->bounce.tag, ignore, &r->ops[0]);
   if (rc == -FI_EAGAIN) {
-    RdmaState& rd = *c.rdma;
+    RdmaState& rd = rdma_of(c);
     if (rd.n_repost < static_cast<int>(sizeof(rd.repost) / sizeof(rd.repost[0])))
       rd.repost[rd.n_repost++] = r;
     return Status::kOk;
@@ -67,7 +110,7 @@ void remove_cts_retry(RdmaState& rd, Request* r) {
 void retire_recv(Request* r) {
   Comm& c = *r->comm;
   if (r->recv.slot != UINT32_MAX) {
-    c.sep->free_slot(r);
+    rdma_ep(*c.sep).free_slot(r);
     r->recv.slot = UINT32_MAX;
   }
   if (r->recv.holds_mrs) {
@@ -75,8 +118,8 @@ void retire_recv(Request* r) {
     for (int i = 0; i < r->n; ++i)
       if (r->recv.mhs[i] != nullptr) r->recv.mhs[i]->uses.fetch_sub(1, std::memory_order_release);
   }
-  remove_active(*c.rdma, r);
-  remove_cts_retry(*c.rdma, r);
+  remove_active(rdma_of(c), r);
+  remove_cts_retry(rdma_of(c), r);
 }
 
 // Done once every buffer is complete. Its CTS send may still be in flight (on some providers a
@@ -152,10 +195,10 @@ void deliver_eager(Request* r, int i, Request* b) {
 // Sends receive r's clear-to-send: at irecv, or later when an RTS notice asks for it. Returns
 // kOk with *sent false on -FI_EAGAIN.
 Status send_cts(Comm& c, Request* r, bool* sent) {
-  RdmaState& rd = *c.rdma;
+  RdmaState& rd = rdma_of(c);
   *sent = false;
   const bool fresh_slot = r->recv.slot == UINT32_MAX;
-  if (fresh_slot) NF_CHECK(c.sep->alloc_slot(r));
+  if (fresh_slot) NF_CHECK(rdma_ep(*c.sep).alloc_slot(r));
   CtsMsg m;  // only the header and the first n entries are filled and sent
   m.h.magic = kCtsMagic;
   m.h.version = kWireVersion;
@@ -203,7 +246,7 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
   }
   if (rc != 0) {
     if (fresh_slot) {
-      c.sep->free_slot(r);
+      rdma_ep(*c.sep).free_slot(r);
       r->recv.slot = UINT32_MAX;
     }
     if (rc == -FI_EAGAIN) return Status::kOk;
@@ -227,12 +270,12 @@ void cts_on_request(Comm& c, Request* r) {
     fail_recv(r, s);
     return;
   }
-  RdmaState& rd = *c.rdma;
+  RdmaState& rd = rdma_of(c);
   if (!sent && rd.n_cts_retry < kActiveRecvs) rd.cts_retry[rd.n_cts_retry++] = r;
 }
 
 void on_notice(Comm& c, Request* b, const fi_cq_tagged_entry& e) {
-  RdmaState& rd = *c.rdma;
+  RdmaState& rd = rdma_of(c);
   const int32_t tag = static_cast<int32_t>(e.tag & kTagLowMask);
   const uint32_t index = static_cast<uint32_t>(e.data);
   NoticeMsg m;
@@ -267,7 +310,7 @@ void on_notice(Comm& c, Request* b, const fi_cq_tagged_entry& e) {
 
 void on_eager(Request* b, const fi_cq_tagged_entry& e) {
   Comm& c = *b->comm;
-  RdmaState& rd = *c.rdma;
+  RdmaState& rd = rdma_of(c);
   if (e.tag & kTagNoticeBit) {
     on_notice(c, b, e);
   } else {
@@ -330,7 +373,7 @@ bool check_cts(Comm& c, const void* buf, size_t len, CtsMsg* out, std::string* w
     *why = text;
     return false;
   }
-  RdmaState& rd = *c.rdma;
+  RdmaState& rd = rdma_of(c);
   for (int i = 0; i < m.h.n; ++i) {
     // A buffer larger than any message is fine (only the message's bytes are written).
     const CtsEntry& e = m.e[i];
@@ -355,7 +398,7 @@ bool check_cts(Comm& c, const void* buf, size_t len, CtsMsg* out, std::string* w
 
 void on_cts(Request* b, const fi_cq_tagged_entry& e) {
   Comm& c = *b->comm;
-  RdmaState& rd = *c.rdma;
+  RdmaState& rd = rdma_of(c);
   CtsMsg m;
   std::string why;
   if (!ok(rd.error)) {
@@ -439,7 +482,7 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
   const bool inject = can_inject(c, size, mh);
   bool posted = false;
   NF_CHECK(post_bounce(c, r, data, size, mh != nullptr ? mh->reg.desc : nullptr, inject,
-                       eager_tag(c.peer_id, tag), index + c.rdma->eager_skew, &posted));
+                       eager_tag(c.peer_id, tag), index + rdma_of(c).eager_skew, &posted));
   if (!posted) return Status::kOk;
   if (!inject && mh != nullptr) {
     r->send.mh = mh;  // released by complete_op
@@ -457,11 +500,11 @@ Status send_notice(Comm& c, int tag, uint32_t index, uint32_t kind, size_t size,
   *posted = false;
   Request* r = take_request(c, ReqType::kSend, 1);
   if (r == nullptr) return comm_progress(c);
-  NoticeMsg& m = c.rdma->notice_tx[c.pool->index_of(r)];
+  NoticeMsg& m = rdma_of(c).notice_tx[c.pool->index_of(r)];
   m.magic = kNoticeMagic;
   m.kind = kind;
   m.size = size;
-  NF_CHECK(post_bounce(c, r, &m, sizeof(m), c.rdma->notice_tx_reg.desc,
+  NF_CHECK(post_bounce(c, r, &m, sizeof(m), rdma_of(c).notice_tx_reg.desc,
                        c.use_inject && sizeof(m) <= c.inject_size,
                        eager_tag(c.peer_id, tag) | kTagNoticeBit, index, posted));
   if (*posted) request_release(r);
@@ -478,8 +521,13 @@ Status alloc_registered(Comm& c, size_t bytes, MemReg* reg, bool remote, uint8_t
 }  // namespace
 
 Status rdma_setup(Comm& c) {
-  c.rdma.reset(new RdmaState());
-  RdmaState& rd = *c.rdma;
+  c.pstate.reset(new RdmaState());
+  RdmaState& rd = rdma_of(c);
+  SharedEp& sep = *c.sep;
+  if (!sep.writer_state) {
+    sep.writer_state.reset(new RdmaEp());
+    sep.writer = &kRdmaProtocol;
+  }
   rd.cts_fault = parse_fault(c.params.get_str(ParamId::kTestCtsFault));
   rd.eager_skew = c.params.get_str(ParamId::kTestEagerFault) == "ahead" ? 1u << 20 : 0;
   rd.min_chunk = static_cast<size_t>(c.params.get_int(ParamId::kMinChunk));
@@ -523,7 +571,7 @@ Status rdma_setup(Comm& c) {
 }
 
 void rdma_retry_reposts(Comm& c) {
-  RdmaState& rd = *c.rdma;
+  RdmaState& rd = rdma_of(c);
   int n = rd.n_repost;
   rd.n_repost = 0;
   Request* todo[kEagerBufs + kCtsBufs];
@@ -537,19 +585,17 @@ void rdma_retry_reposts(Comm& c) {
   for (int i = 0; i < n; ++i) cts_on_request(c, cts[i]);
 }
 
-void rdma_on_persistent(Request* r, const fi_cq_tagged_entry& e) {
-  if (r->comm->closing) return;
-  if (r->type == ReqType::kEagerRecv)
-    on_eager(r, e);
-  else
-    on_cts(r, e);
-}
-
-void rdma_on_persistent_error(Request* r) {
+void rdma_on_persistent(Request* r, const fi_cq_tagged_entry* e) {
   Comm& c = *r->comm;
-  if (c.closing) return;
-  // Logged by the caller; the buffer goes back to work.
-  if (!ok(post_persistent(c, r))) r->state = ReqState::kError;
+  if (c.closing) return;  // cancelled by the close, or the last message: not reposted
+  if (e == nullptr) {
+    // Failed (logged by the caller): the buffer goes back to work.
+    if (!ok(post_persistent(c, r))) r->state = ReqState::kError;
+  } else if (r->type == ReqType::kEagerRecv) {
+    on_eager(r, *e);
+  } else {
+    on_cts(r, *e);
+  }
 }
 
 void rdma_on_cts_sent(Request* r) { maybe_finish_recv(r); }
@@ -565,15 +611,15 @@ void rdma_on_cts_failed(Request* r, Status s) {
 
 void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   const Imm i = imm_decode(e.data);
-  if (i.slot >= sep.slot_req.size() || sep.slot_req[i.slot] == nullptr ||
-      (sep.slot_gen[i.slot] & kMaxGen) != i.gen) {
+  if (i.slot >= rdma_ep(sep).slot_req.size() || rdma_ep(sep).slot_req[i.slot] == nullptr ||
+      (rdma_ep(sep).slot_gen[i.slot] & kMaxGen) != i.gen) {
     NF_INFO(kSubsysNet,
             "a write with immediate data 0x%llx names no receive in progress "
             "(late, or not from this protocol): ignored",
             static_cast<unsigned long long>(e.data));
     return;
   }
-  Request* r = sep.slot_req[i.slot];
+  Request* r = rdma_ep(sep).slot_req[i.slot];
   Comm& c = *r->comm;
   ++c.events;
   const size_t len = sep.wide_imm ? static_cast<size_t>(e.data >> 32) : e.len;
@@ -603,10 +649,10 @@ void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
 
 bool rdma_on_write_error(SharedEp& sep, const CqError& err) {
   const Imm i = imm_decode(err.data);
-  if (i.slot >= sep.slot_req.size() || sep.slot_req[i.slot] == nullptr ||
-      (sep.slot_gen[i.slot] & kMaxGen) != i.gen)
+  if (i.slot >= rdma_ep(sep).slot_req.size() || rdma_ep(sep).slot_req[i.slot] == nullptr ||
+      (rdma_ep(sep).slot_gen[i.slot] & kMaxGen) != i.gen)
     return false;
-  Request* r = sep.slot_req[i.slot];
+  Request* r = rdma_ep(sep).slot_req[i.slot];
   Comm& c = *r->comm;
   RDMA_LOG(c, "a write from %s into a posted receive failed: %s; the receive fails",
            c.peer_name.c_str(), err.text.c_str());
@@ -651,7 +697,7 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   if (!ok(c.failed)) return c.failed;
-  RdmaState& rd = *c.rdma;
+  RdmaState& rd = rdma_of(c);
   if (!ok(rd.error)) return rd.error;
   if (c.deferred_head != nullptr) {
     // A send is still being posted; later ones wait for it.
@@ -770,7 +816,7 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   if (!ok(c.failed)) return c.failed;
-  RdmaState& rd = *c.rdma;
+  RdmaState& rd = rdma_of(c);
   if (rd.n_active >= kActiveRecvs) return comm_progress(c);
   // Each buffer's per-tag index; the counters move only once the receive is posted.
   uint32_t index[kMaxGroup];
@@ -860,8 +906,8 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
 }
 
 void rdma_close(Comm& c) {
-  if (!c.rdma) return;
-  RdmaState& rd = *c.rdma;
+  if (!c.pstate) return;
+  RdmaState& rd = rdma_of(c);
   while (rd.n_active > 0) retire_recv(rd.active[0]);
   rd.n_held = 0;
   rd.n_repost = 0;
@@ -885,7 +931,29 @@ bool rdma_recv_op_failed(Request* r, Status s) {
   return true;
 }
 void rdma_tail(Comm& c) {
-  if (c.rdma && (c.rdma->n_repost > 0 || c.rdma->n_cts_retry > 0)) rdma_retry_reposts(c);
+  if (!c.pstate) return;
+  RdmaState& rd = rdma_of(c);
+  if (c.closing) {
+    // A closing comm reposts nothing and sends no late clear-to-send.
+    rd.n_repost = 0;
+    rd.n_cts_retry = 0;
+    return;
+  }
+  if (rd.n_repost > 0 || rd.n_cts_retry > 0) rdma_retry_reposts(c);
+}
+// An RDMA receive is never deferred: irecv sends its clear-to-send at once or hands NCCL a NULL
+// request.
+Status rdma_post_recv(Comm& c, Request*) {
+  NF_WARN(
+      "an RDMA receive from %s was deferred, which never happens: a plugin bug, please report it",
+      c.peer_name.c_str());
+  return Status::kInternalError;
+}
+// An isend NCCL retries because no clear-to-send has come for its message yet.
+bool rdma_send_waiting(const Comm& c) {
+  if (!c.pstate) return false;
+  RdmaState& rd = rdma_of(c);
+  return rd.wait_valid && rd.sent.count(rd.wait_tag) == rd.wait_index;
 }
 
 }  // namespace
@@ -898,8 +966,16 @@ const Protocol kRdmaProtocol = {"RDMA",
                                 rdma_recv_op_failed,
                                 rdma_fail_recv,
                                 rdma_post_writes,
+                                rdma_post_recv,
+                                rdma_on_persistent,
+                                rdma_send_waiting,
+                                rdma_on_write,
+                                rdma_on_write_error,
                                 rdma_tail,
                                 rdma_close,
-                                true};
+                                true,
+                                false,
+                                kCtsBufs,
+                                kEagerBufs};
 
 }  // namespace nf

@@ -3,36 +3,139 @@
 // straight into them with fi_writedata, striped over the rails, and the 4-byte immediate data of
 // each write tells the receiver which buffer and how many pieces to count. Small messages the
 // sender has no CTS for yet go at once into the receiver's bounce buffers (eager).
+// Core calls it through kRdmaProtocol (core/protocol.h) only; this header is the protocol's own.
 // Everything here runs under SharedEp::mu, like the rest of the data path.
 #pragma once
-#include "proto/sendrecv.h"
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "core/comm.h"
 
 namespace nf {
 
-// After the handshake chose RDMA: allocates and registers the comm's protocol buffers and posts
-// its persistent receives (CTS buffers on a send comm, eager bounce buffers on a recv comm).
-// Under sep->mu.
-Status rdma_setup(Comm& c);
+constexpr int kEagerBufs = 16;  // receiver: bounce buffers kept posted
+constexpr int kCtsBufs = 32;    // sender: clear-to-send receives kept posted
+constexpr int kGroupRing = 64;  // sender: groups announced and not fully sent
+constexpr int kActiveRecvs = kMaxRequests + 2;
+constexpr int kMaxTags = 128;    // distinct NCCL tags on one connection
+constexpr int kPendingRts = 64;  // receiver: notices for buffers not posted yet
 
+// Per NCCL tag, how many messages were sent (sender) or buffers posted (receiver) with it: the
+// k-th message of tag t goes to the k-th buffer of tag t (docs/protocol.md, "Matching").
+struct TagCounts {
+  struct Entry {
+    int32_t tag;
+    uint32_t count;
+  };
+  Entry e[kMaxTags];
+  int n = 0;
+  // The counter of `tag`; nullptr when the tag is new (find) or the table is full (get).
+  uint32_t* find(int32_t tag) {
+    for (int i = 0; i < n; ++i)
+      if (e[i].tag == tag) return &e[i].count;
+    return nullptr;
+  }
+  uint32_t* get(int32_t tag) {
+    if (uint32_t* c = find(tag)) return c;
+    if (n == kMaxTags) return nullptr;
+    e[n] = {tag, 0};
+    return &e[n++].count;
+  }
+  uint32_t count(int32_t tag) {
+    uint32_t* c = find(tag);
+    return c != nullptr ? *c : 0;
+  }
+};
+
+// A group of receive buffers as a CTS announced it to the sender.
+struct SendGroup {
+  uint8_t n;
+  uint16_t gen;
+  uint8_t used;  // bit i: entry i has been sent (written, or eagerly before the CTS came)
+  uint16_t slot;
+  CtsEntry e[kMaxCtsEntries];
+};
+
+// The protocol's state of one comm (Comm::pstate). Its registrations close with it.
+struct RdmaState final : ProtoState {
+  ~RdmaState() override;
+  // Sender.
+  TagCounts sent;                // messages sent per tag
+  SendGroup groups[kGroupRing];  // announced, not fully sent; unordered
+  uint32_t g_count = 0;
+  // The message an isend is waiting to see a CTS for (NCCL retries the same call), since when,
+  // and whether its RTS notice went (once, and only after kRtsDelayNs: a CTS usually comes first).
+  bool wait_valid = false;
+  int32_t wait_tag = 0;
+  uint32_t wait_index = 0;
+  uint64_t wait_since = 0;
+  bool rts_sent = false;
+  std::unique_ptr<CtsWire[]> cts_rx;  // kCtsBufs
+  MemReg cts_rx_reg;
+  std::unique_ptr<NoticeMsg[]> notice_tx;  // the notices being sent (one per request)
+  MemReg notice_tx_reg;
+  // Receiver.
+  TagCounts posted;                   // buffers posted per tag
+  std::unique_ptr<CtsWire[]> cts_tx;  // one per request of the pool
+  MemReg cts_tx_reg;
+  std::unique_ptr<uint8_t[]> bounce;  // kEagerBufs x bounce_size
+  size_t bounce_size = 0;
+  MemReg bounce_reg;
+  Request* active[kActiveRecvs];  // posted receives, to find the buffer of an eager message
+  int n_active = 0;
+  Request* held[kEagerBufs];  // eager messages whose buffer is not posted yet
+  int n_held = 0;
+  struct Rts {
+    int32_t tag;
+    uint32_t index;
+  };
+  Rts rts[kPendingRts];  // RTS notices for buffers not posted yet
+  int n_rts = 0;
+  Request* cts_retry[kActiveRecvs];  // receives whose late CTS met -FI_EAGAIN
+  int n_cts_retry = 0;
+  Request* repost[kEagerBufs + kCtsBufs];  // persistent receives -FI_EAGAIN refused
+  int n_repost = 0;
+  Status error = Status::kOk;  // a CTS broke the protocol: every later isend fails
+  int warned = 0;
+  int cts_fault = 0;        // NCCL_FABRIC_TEST_CTS_FAULT
+  uint32_t eager_skew = 0;  // NCCL_FABRIC_TEST_EAGER_FAULT=ahead: added to eager indices
+  size_t min_chunk = 65536;
+  size_t write_chunk = 512 << 10;  // NCCL_FABRIC_WRITE_CHUNK (0: one write per rail)
+};
+
+static_assert(kEagerBufs <= kMaxPersistentRecvs && kCtsBufs <= kMaxPersistentRecvs,
+              "the comm's request pool has room for kMaxPersistentRecvs persistent receives");
+
+inline RdmaState& rdma_of(const Comm& c) { return *static_cast<RdmaState*>(c.pstate.get()); }
+
+// The protocol's state of a shared endpoint (SharedEp::writer_state): the completion slots of
+// posted receives, which the immediate data of a write names.
+struct RdmaEp final : ProtoState {
+  std::vector<Request*> slot_req;
+  std::vector<uint16_t> slot_gen;
+  std::deque<uint32_t> free_slots;  // FIFO: a freed slot waits behind kSlotQuarantine others
+  Status alloc_slot(Request* r);
+  void free_slot(Request* r);
+};
+
+inline RdmaEp& rdma_ep(const SharedEp& sep) {
+  return *static_cast<RdmaEp*>(sep.writer_state.get());
+}
+
+// The entry points core reaches through kRdmaProtocol (their meaning: core/protocol.h).
+Status rdma_setup(Comm& c);
 Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out);
 Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,
                   MemHandle* const* mhs, Request** out);
-
-// Completion dispatch (comm_progress).
-void rdma_on_persistent(Request* r, const fi_cq_tagged_entry& e);  // eager bounce or CTS buffer
-void rdma_on_persistent_error(Request* r);
-void rdma_on_cts_sent(Request* r);              // a receive's CTS send
-void rdma_on_cts_failed(Request* r, Status s);  // ... failed
-void rdma_fail_recv(Request* r, Status s);      // a pending receive fails: it stops taking writes
+void rdma_on_persistent(Request* r, const fi_cq_tagged_entry* e);  // eager bounce or CTS buffer
+void rdma_on_cts_sent(Request* r);                                 // a receive's CTS send
+void rdma_on_cts_failed(Request* r, Status s);                     // ... failed
+void rdma_fail_recv(Request* r, Status s);  // a pending receive fails: it stops taking writes
 void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e);  // a peer's write landed
-// A peer's write failed to land (an error completion with its immediate data): fails the receive
-// it names. False when it names none.
 bool rdma_on_write_error(SharedEp& sep, const CqError& err);
-// Posts what an RDMA send still owes (writes after -FI_EAGAIN); the persistent receives that
-// could not be reposted.
 Status rdma_post_writes(Comm& c, Request* r);
 void rdma_retry_reposts(Comm& c);
-// Close: frees the completion slots of receives still posted.
 void rdma_close(Comm& c);
 
 }  // namespace nf

@@ -1,6 +1,6 @@
-// The SENDRECV protocol's data path: one tagged message per send, one tagged receive per buffer,
-// and test (which also finishes the RDMA protocol's requests: rdma.cpp posts them).
-#include "proto/sendrecv.h"
+// The SENDRECV protocol: one tagged message per send, one tagged receive per buffer. Its data
+// travels in the request's own operations, so core's generic completion handling is all it needs.
+#include "core/comm.h"
 
 #include <climits>
 #include <cstring>
@@ -8,14 +8,14 @@
 
 #include <rdma/fi_errno.h>
 
+#include "core/liveness.h"
 #include "fabric/errors.h"
 #include "mem/mr_cache.h"
-#include "proto/liveness.h"
-#include "proto/rdma.h"
 #include "util/clock.h"
 #include "util/log.h"
 
 namespace nf {
+namespace {
 
 // Posts the receive operations a request still owes. Stops at -FI_EAGAIN (the rest is posted by a
 // later progress call, before any later receive: FIFO is kept).
@@ -122,51 +122,6 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
   return Status::kOk;
 }
 
-Status sr_test(Request* r, int* done, int* sizes) {
-  Comm& c = *r->comm;
-  std::lock_guard<std::mutex> lock(c.sep->mu);
-  if (r->type == ReqType::kFlush && r->state == ReqState::kPending && r->posted == 0) {
-    Status s = post_flush(c, r);
-    if (!ok(s)) fail_request(r, s);
-  }
-  if (r->state == ReqState::kPending) {
-    Status s = comm_progress(c);
-    if (ok(s)) s = c.failed;
-    if (!ok(s) && r->state == ReqState::kPending) {
-      if (r->type == ReqType::kRecv)
-        c.protocol->fail_recv(r, s);
-      else
-        fail_request(r, s);
-    }
-  }
-  switch (r->state) {
-    case ReqState::kPending: *done = 0; return Status::kOk;
-    case ReqState::kDone:
-      *done = 1;
-      if (sizes != nullptr) {
-        // NCCL passes one int for a send or a flush, one per buffer for a receive.
-        auto clamp = [](size_t v) {
-          return v > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(v);
-        };
-        if (r->type == ReqType::kRecv) {
-          for (int i = 0; i < r->n; ++i) sizes[i] = clamp(r->recv.sizes[i]);
-        } else {
-          sizes[0] = r->type == ReqType::kSend ? clamp(r->send.size) : 0;
-        }
-      }
-      request_release(r);
-      return Status::kOk;
-    default: {
-      Status s = r->error;
-      *done = 0;
-      request_release(r);
-      return s;
-    }
-  }
-}
-
-namespace {
-
 // SENDRECV's data travels in the receive's own operation, so the generic handling is all it needs.
 Status sr_setup(Comm&) { return Status::kOk; }
 bool sr_recv_op_done(Request*) { return false; }
@@ -179,15 +134,30 @@ Status sr_post_send(Comm& c, Request*) {
 }
 void sr_tail(Comm&) {}
 void sr_close(Comm&) {}
+// SENDRECV keeps no receives posted and takes no writes.
+void sr_on_persistent(Request*, const fi_cq_tagged_entry*) {}
+bool sr_send_waiting(const Comm&) { return false; }
 
 }  // namespace
 
-const Protocol kSendRecvProtocol = {"SENDRECV",      sr_setup,          sr_isend,     sr_irecv,
-                                    sr_recv_op_done, sr_recv_op_failed, fail_request, sr_post_send,
-                                    sr_tail,         sr_close,          false};
-
-const Protocol& protocol_for(uint8_t proto) {
-  return proto == kProtoRdma ? kRdmaProtocol : kSendRecvProtocol;
-}
+const Protocol kSendRecvProtocol = {"SENDRECV",
+                                    sr_setup,
+                                    sr_isend,
+                                    sr_irecv,
+                                    sr_recv_op_done,
+                                    sr_recv_op_failed,
+                                    fail_request,
+                                    sr_post_send,
+                                    post_recvs,
+                                    sr_on_persistent,
+                                    sr_send_waiting,
+                                    nullptr,
+                                    nullptr,
+                                    sr_tail,
+                                    sr_close,
+                                    false,
+                                    true,
+                                    0,
+                                    0};
 
 }  // namespace nf

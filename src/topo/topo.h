@@ -79,7 +79,7 @@ struct DeviceGroup {
   std::vector<std::string> nearest_gpus;  // bus ids; empty when no GPU shares its PCIe switch
 };
 
-constexpr size_t kMaxDeviceRails = 4;  // proto/wire.h kMaxRails: the wire carries 4 addresses
+constexpr size_t kMaxDeviceRails = 4;  // wire/wire.h kMaxRails: the wire carries 4 addresses
 
 // Groups `nics` into devices as `policy` says; `topo` may be null (no topology). *log gets one
 // line that says how the grouping was decided.

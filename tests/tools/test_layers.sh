@@ -4,15 +4,16 @@
 # include against the layering fails the test with the file, line and the rule it breaks.
 #
 #   api      -> core tuner util (and include/nccl: only api/ and tuner/ see NCCL's types)
-#   core     -> proto fabric mem topo platform util tuner/net_info.h
-#   proto    -> fabric mem util
+#   proto    -> core wire fabric mem util   (the protocols: plug-ins of core, which never includes them)
+#   core     -> wire fabric mem topo platform util tuner/net_info.h
+#   wire     -> (nothing)
 #   topo     -> fabric util
 #   mem      -> fabric util
 #   fabric   -> util
 #   platform -> util
 #   tuner    -> platform util (+ nccl)
 #   util     -> (nothing)
-# libfabric's headers (<rdma/...>) only in fabric/ and proto/; hwloc only in topo/.
+# libfabric's headers (<rdma/...>) only in fabric/, core/ and proto/; hwloc only in topo/.
 set -euo pipefail
 src="${NF_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 cd "$src"
@@ -20,8 +21,9 @@ cd "$src"
 allowed() {  # layer -> the layers it may include (besides itself)
   case "$1" in
     api) echo "core tuner util nccl" ;;
-    core) echo "proto fabric mem topo platform util tuner/net_info.h" ;;
-    proto) echo "fabric mem util" ;;
+    core) echo "wire fabric mem topo platform util tuner/net_info.h" ;;
+    proto) echo "core wire fabric mem util" ;;
+    wire) echo "" ;;
     topo) echo "fabric util" ;;
     mem) echo "fabric util" ;;
     fabric) echo "util" ;;
@@ -67,7 +69,7 @@ while IFS= read -r -d '' f; do
         [ $ok = 1 ] || bad "$f:$n: $layer/ includes \"$inc\" ($layer/ may include: ${rules:-nothing})"
         ;;
       '#include <rdma/'*)
-        case "$layer" in fabric | proto) ;; *) bad "$f:$n: libfabric header in $layer/ (only fabric/ and proto/)" ;; esac
+        case "$layer" in fabric | core | proto) ;; *) bad "$f:$n: libfabric header in $layer/ (only fabric/, core/ and proto/)" ;; esac
         ;;
       '#include <hwloc'*)
         [ "$layer" = topo ] || bad "$f:$n: hwloc header in $layer/ (only topo/)"

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "proto/wire.h"
 #include "topo/topo.h"
+#include "wire/wire.h"
 
 using namespace nf;
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "proto/wire.h"
+#include "wire/wire.h"
 
 using namespace nf;
 

@@ -1,4 +1,4 @@
-#include "proto/wire.h"
+#include "wire/wire.h"
 
 #include <cstdio>
 #include <cstring>

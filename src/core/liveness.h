@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "proto/sendrecv.h"
+#include "core/comm.h"
 
 namespace nf {
 

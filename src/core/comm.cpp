@@ -1,7 +1,7 @@
 // A comm's life: its requests (taken from and given back to its pool), failure, deferred posts,
 // the control messages of the handshake, and close: waiting for the provider to give back what
 // the comm still has in flight, or leaving it to the endpoint as a zombie.
-#include "proto/sendrecv.h"
+#include "core/comm.h"
 
 #include <climits>
 #include <cstring>
@@ -9,18 +9,15 @@
 
 #include <rdma/fi_errno.h>
 
+#include "core/liveness.h"
 #include "fabric/errors.h"
 #include "mem/mr_cache.h"
-#include "proto/liveness.h"
-#include "proto/rdma.h"
 #include "util/clock.h"
 #include "util/log.h"
 
 namespace nf {
 namespace {
 
-// Extra requests of a comm for the RDMA protocol's persistent receives.
-constexpr size_t kPersistentRequests = kEagerBufs > kCtsBufs ? kEagerBufs : kCtsBufs;
 // Two control requests (connect + ack) come on top of what NCCL may have in flight.
 constexpr size_t kCtrlRequests = 2;
 // A closing comm waits for the provider to give back its operations for at most half of
@@ -113,7 +110,8 @@ namespace {
 Status post_deferred(Comm& c) {
   while (c.deferred_head != nullptr) {
     Request* r = c.deferred_head;
-    Status s = r->type == ReqType::kSend ? c.protocol->post_send(c, r) : post_recvs(c, r);
+    Status s =
+        r->type == ReqType::kSend ? c.protocol->post_send(c, r) : c.protocol->post_recv(c, r);
     if (r->posted < r->n && ok(s)) return Status::kOk;  // still blocked
     c.deferred_head = r->next_deferred;
     if (c.deferred_head == nullptr) c.deferred_tail = nullptr;
@@ -143,10 +141,6 @@ bool Comm::close_wait() {
       r = next;
     }
     deferred_head = deferred_tail = nullptr;
-    if (rdma) {
-      rdma->n_repost = 0;
-      rdma->n_cts_retry = 0;
-    }
   }
   if (failed_before) limit = kCloseWaitFailedNs;
   // Cancels our posted receives (sends cannot be cancelled and finish or fail on their own; an
@@ -156,7 +150,7 @@ bool Comm::close_wait() {
       if (r->state == ReqState::kFree || r->in_flight == 0) return;
       if (r->type == ReqType::kSend || r->type == ReqType::kCtrlSend || r->type == ReqType::kFlush)
         return;
-      if (r->type == ReqType::kRecv && proto == kProtoRdma) return;
+      if (r->type == ReqType::kRecv && !protocol->cancel_recvs) return;
       for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
     });
     protocol->close(
@@ -288,14 +282,7 @@ Comm::~Comm() {
     z.ctrl = std::move(ctrl);
     z.mrs.push_back(ctrl_reg);
     ctrl_reg = MemReg();
-    if (rdma) {
-      z.mrs.push_back(rdma->cts_rx_reg);
-      z.mrs.push_back(rdma->cts_tx_reg);
-      z.mrs.push_back(rdma->bounce_reg);
-      z.mrs.push_back(rdma->notice_tx_reg);
-      rdma->cts_rx_reg = rdma->cts_tx_reg = rdma->bounce_reg = rdma->notice_tx_reg = MemReg();
-      z.rdma = std::move(rdma);
-    }
+    z.pstate = std::move(pstate);  // its registrations close with it
     // NCCL's registrations stay only where an operation of ours still uses them; the others
     // close now, so that a peer's late RDMA write into memory NCCL frees is refused by the NIC.
     for (auto& h : retired) {
@@ -313,12 +300,7 @@ Comm::~Comm() {
   }
   retired.clear();
   deregister_memory(&ctrl_reg);
-  if (rdma) {
-    deregister_memory(&rdma->cts_rx_reg);
-    deregister_memory(&rdma->cts_tx_reg);
-    deregister_memory(&rdma->bounce_reg);
-    deregister_memory(&rdma->notice_tx_reg);
-  }
+  pstate.reset();  // the protocol's buffers and registrations
   pool.reset();
 }
 
@@ -329,7 +311,7 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
   // sees 32 x maxRecvs sends.
   size_t requests = kMaxRequests;
   if (role == CommRole::kSend) requests *= per_recv;
-  requests += kCtrlRequests + kPersistentRequests;
+  requests += kCtrlRequests + kMaxPersistentRecvs;
   std::unique_ptr<Comm> c(new Comm(role, std::move(sep), requests, params));
   {
     std::lock_guard<std::mutex> lock(c->sep->mu);
@@ -356,6 +338,49 @@ void request_release(Request* r) {
   r->magic = 0;
   r->state = ReqState::kFree;
   c->pool->put(r);
+}
+
+Status request_test(Request* r, int* done, int* sizes) {
+  Comm& c = *r->comm;
+  std::lock_guard<std::mutex> lock(c.sep->mu);
+  if (r->type == ReqType::kFlush && r->state == ReqState::kPending && r->posted == 0) {
+    Status s = post_flush(c, r);
+    if (!ok(s)) fail_request(r, s);
+  }
+  if (r->state == ReqState::kPending) {
+    Status s = comm_progress(c);
+    if (ok(s)) s = c.failed;
+    if (!ok(s) && r->state == ReqState::kPending) {
+      if (r->type == ReqType::kRecv)
+        c.protocol->fail_recv(r, s);
+      else
+        fail_request(r, s);
+    }
+  }
+  switch (r->state) {
+    case ReqState::kPending: *done = 0; return Status::kOk;
+    case ReqState::kDone:
+      *done = 1;
+      if (sizes != nullptr) {
+        // NCCL passes one int for a send or a flush, one per buffer for a receive.
+        auto clamp = [](size_t v) {
+          return v > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(v);
+        };
+        if (r->type == ReqType::kRecv) {
+          for (int i = 0; i < r->n; ++i) sizes[i] = clamp(r->recv.sizes[i]);
+        } else {
+          sizes[0] = r->type == ReqType::kSend ? clamp(r->send.size) : 0;
+        }
+      }
+      request_release(r);
+      return Status::kOk;
+    default: {
+      Status s = r->error;
+      *done = 0;
+      request_release(r);
+      return s;
+    }
+  }
 }
 
 Status comm_tail(Comm& c) {
@@ -389,10 +414,9 @@ bool comm_pending(const Comm& c, int* sends, int* recvs) {
     else
       ++pr;
   });
-  // An isend NCCL keeps retrying because no clear-to-send has come for its message yet.
-  if (c.rdma && c.rdma->wait_valid && !closing &&
-      c.rdma->sent.count(c.rdma->wait_tag) == c.rdma->wait_index)
-    ++ps;
+  // An isend NCCL keeps retrying because the peer has not let it go yet (RDMA: no clear-to-send
+  // for its message).
+  if (!closing && c.protocol->send_waiting(c)) ++ps;
   *sends = ps;
   *recvs = pr;
   return ps + pr > 0;

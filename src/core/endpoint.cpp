@@ -2,7 +2,7 @@
 // RDMA completion slots and ids, closed comms whose operations are still in the provider
 // (zombies), and progress: reading the CQ and dispatching each completion, or error, to what it
 // belongs to.
-#include "proto/sendrecv.h"
+#include "core/comm.h"
 
 #include <climits>
 #include <cstring>
@@ -10,10 +10,9 @@
 
 #include <rdma/fi_errno.h>
 
+#include "core/liveness.h"
 #include "fabric/errors.h"
 #include "mem/mr_cache.h"
-#include "proto/liveness.h"
-#include "proto/rdma.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -74,7 +73,7 @@ void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
       // Reposted by the protocol once its message is dealt with.
       --r->in_flight;
       r->posted = 0;
-      if (e != nullptr) rdma_on_persistent(r, *e);
+      if (e != nullptr) r->comm->protocol->on_persistent(r, e);
       return;
   }
   op_over(r);
@@ -123,7 +122,7 @@ void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
   if (r->type == ReqType::kEagerRecv || r->type == ReqType::kCtsRecv) {
     --r->in_flight;
     r->posted = 0;
-    rdma_on_persistent_error(r);
+    c.protocol->on_persistent(r, nullptr);
     return;
   }
   if (r->type == ReqType::kRecv && c.protocol->recv_op_failed(r, s)) return;
@@ -157,41 +156,6 @@ Status SharedEp::insert_rail_peer(int rail, const uint8_t* addr, size_t len, fi_
   NF_CHECK(this->rail(rail)->insert_peer(addr, len, out));
   map.emplace(std::move(key), *out);
   return Status::kOk;
-}
-
-// A write names its receive by slot and generation. So that a late or duplicate write (of a
-// receive that failed or closed) can never be credited to another receive, a freed slot is reused
-// only after kSlotQuarantine other slots were handed out, and its generation has 9 bits: the
-// same (slot, generation) comes back only after 512 x 1024 receives on the endpoint.
-constexpr size_t kSlotQuarantine = 1024;
-
-Status SharedEp::alloc_slot(Request* r) {
-  uint32_t s;
-  if (free_slots.size() > kSlotQuarantine ||
-      (slot_req.size() >= kMaxSlots && !free_slots.empty())) {
-    s = free_slots.front();
-    free_slots.pop_front();
-  } else if (slot_req.size() < kMaxSlots) {
-    s = static_cast<uint32_t>(slot_req.size());
-    slot_req.push_back(nullptr);
-    slot_gen.push_back(0);
-  } else {
-    NF_WARN("more than %u RDMA receives in flight on one endpoint", kMaxSlots);
-    return Status::kInternalError;
-  }
-  slot_req[s] = r;
-  r->recv.slot = s;
-  r->recv.gen = static_cast<uint16_t>(slot_gen[s] & kMaxGen);
-  return Status::kOk;
-}
-
-void SharedEp::free_slot(Request* r) {
-  const uint32_t s = r->recv.slot;
-  if (s >= slot_req.size() || slot_req[s] != r) return;
-  slot_req[s] = nullptr;
-  slot_gen[s] =
-      static_cast<uint16_t>((slot_gen[s] + 1) & kMaxGen);  // a late write no longer matches
-  free_slots.push_back(s);
 }
 
 Status SharedEp::alloc_id(uint32_t* out) {
@@ -321,7 +285,9 @@ namespace {
 //   went to, and the path to that peer process failed, so every connection with it fails;
 // - anything else: reported once per endpoint; no comm is failed.
 void route_stray_error(SharedEp& sep, const CqError& err) {
-  if ((err.flags & FI_REMOTE_CQ_DATA) && rdma_on_write_error(sep, err)) return;
+  if ((err.flags & FI_REMOTE_CQ_DATA) && sep.writer != nullptr &&
+      sep.writer->on_write_error(sep, err))
+    return;
   if ((err.flags & FI_SEND) && (err.flags & FI_TAGGED)) {
     eq_check(sep);  // the provider's own account first, where it gave one (see fail_op)
     const uint32_t to = static_cast<uint32_t>(err.tag >> 32) & kMaxCommId;
@@ -378,7 +344,11 @@ Status sep_progress(SharedEp& sep) {
         const uint64_t f = entries[i].flags;
         if ((f & FI_REMOTE_CQ_DATA) &&
             (entries[i].op_context == nullptr || (f & FI_REMOTE_WRITE))) {
-          rdma_on_write(sep, entries[i]);
+          if (sep.writer != nullptr)
+            sep.writer->on_write(sep, entries[i]);
+          else
+            NF_INFO(kSubsysNet,
+                    "a peer's write arrived on an endpoint no protocol writes to: ignored");
         } else if (entries[i].op_context != nullptr) {
           complete_op(sep, static_cast<OpCtx*>(entries[i].op_context), &entries[i]);
         }

@@ -15,13 +15,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/protocol.h"
 #include "fabric/fabric.h"
 #include "mem/cuda.h"
-#include "proto/protocol.h"
-#include "proto/wire.h"
 #include "util/params.h"
 #include "util/pool.h"
 #include "util/status.h"
+#include "wire/wire.h"
 
 namespace nf {
 
@@ -172,93 +172,11 @@ struct CtrlBuf {
   uint8_t flush[64];  // where GPUDirect flush reads land (content unused)
 };
 
-// ---- RDMA protocol state of a comm (rdma.cpp) -------------------------------------------------
-constexpr int kEagerBufs = 16;  // receiver: bounce buffers kept posted
-constexpr int kCtsBufs = 32;    // sender: clear-to-send receives kept posted
-constexpr int kGroupRing = 64;  // sender: groups announced and not fully sent
-constexpr int kActiveRecvs = kMaxRequests + 2;
-constexpr int kMaxTags = 128;    // distinct NCCL tags on one connection
-constexpr int kPendingRts = 64;  // receiver: notices for buffers not posted yet
-
-// Per NCCL tag, how many messages were sent (sender) or buffers posted (receiver) with it: the
-// k-th message of tag t goes to the k-th buffer of tag t (docs/protocol.md, "Matching").
-struct TagCounts {
-  struct Entry {
-    int32_t tag;
-    uint32_t count;
-  };
-  Entry e[kMaxTags];
-  int n = 0;
-  // The counter of `tag`; nullptr when the tag is new (find) or the table is full (get).
-  uint32_t* find(int32_t tag) {
-    for (int i = 0; i < n; ++i)
-      if (e[i].tag == tag) return &e[i].count;
-    return nullptr;
-  }
-  uint32_t* get(int32_t tag) {
-    if (uint32_t* c = find(tag)) return c;
-    if (n == kMaxTags) return nullptr;
-    e[n] = {tag, 0};
-    return &e[n++].count;
-  }
-  uint32_t count(int32_t tag) {
-    uint32_t* c = find(tag);
-    return c != nullptr ? *c : 0;
-  }
-};
-
-// A group of receive buffers as a CTS announced it to the sender.
-struct SendGroup {
-  uint8_t n;
-  uint16_t gen;
-  uint8_t used;  // bit i: entry i has been sent (written, or eagerly before the CTS came)
-  uint16_t slot;
-  CtsEntry e[kMaxCtsEntries];
-};
-
-struct RdmaState {
-  // Sender.
-  TagCounts sent;                // messages sent per tag
-  SendGroup groups[kGroupRing];  // announced, not fully sent; unordered
-  uint32_t g_count = 0;
-  // The message an isend is waiting to see a CTS for (NCCL retries the same call), since when,
-  // and whether its RTS notice went (once, and only after kRtsDelayNs: a CTS usually comes first).
-  bool wait_valid = false;
-  int32_t wait_tag = 0;
-  uint32_t wait_index = 0;
-  uint64_t wait_since = 0;
-  bool rts_sent = false;
-  std::unique_ptr<CtsWire[]> cts_rx;  // kCtsBufs
-  MemReg cts_rx_reg;
-  std::unique_ptr<NoticeMsg[]> notice_tx;  // the notices being sent (one per request)
-  MemReg notice_tx_reg;
-  // Receiver.
-  TagCounts posted;                   // buffers posted per tag
-  std::unique_ptr<CtsWire[]> cts_tx;  // one per request of the pool
-  MemReg cts_tx_reg;
-  std::unique_ptr<uint8_t[]> bounce;  // kEagerBufs x bounce_size
-  size_t bounce_size = 0;
-  MemReg bounce_reg;
-  Request* active[kActiveRecvs];  // posted receives, to find the buffer of an eager message
-  int n_active = 0;
-  Request* held[kEagerBufs];  // eager messages whose buffer is not posted yet
-  int n_held = 0;
-  struct Rts {
-    int32_t tag;
-    uint32_t index;
-  };
-  Rts rts[kPendingRts];  // RTS notices for buffers not posted yet
-  int n_rts = 0;
-  Request* cts_retry[kActiveRecvs];  // receives whose late CTS met -FI_EAGAIN
-  int n_cts_retry = 0;
-  Request* repost[kEagerBufs + kCtsBufs];  // persistent receives -FI_EAGAIN refused
-  int n_repost = 0;
-  Status error = Status::kOk;  // a CTS broke the protocol: every later isend fails
-  int warned = 0;
-  int cts_fault = 0;        // NCCL_FABRIC_TEST_CTS_FAULT
-  uint32_t eager_skew = 0;  // NCCL_FABRIC_TEST_EAGER_FAULT=ahead: added to eager indices
-  size_t min_chunk = 65536;
-  size_t write_chunk = 512 << 10;  // NCCL_FABRIC_WRITE_CHUNK (0: one write per rail)
+// A protocol's own state of a comm (RdmaState, proto/rdma.h) or of an endpoint: core owns it,
+// keeps it alive in a zombie while the provider holds the comm's operations, and destroys it
+// (its destructor closes its registrations) when nothing can touch it any more.
+struct ProtoState {
+  virtual ~ProtoState() = default;
 };
 
 // What a closed comm leaves behind while the provider may still hold its operations: freed by the
@@ -267,7 +185,7 @@ struct Zombie {
   int in_flight = 0;  // operations the provider still holds
   std::unique_ptr<Pool<Request>> pool;
   std::unique_ptr<CtrlBuf> ctrl;
-  std::unique_ptr<RdmaState> rdma;
+  std::unique_ptr<ProtoState> pstate;
   std::vector<MemReg> mrs;
   std::vector<std::unique_ptr<MemHandle>> handles;
 };
@@ -282,14 +200,14 @@ struct SharedEp {
   bool wide_imm = false;  // 8 bytes of remote CQ data: a write's length travels in the upper 4
   uint64_t rail_load[kMaxRails] = {};  // bytes of writes in flight per rail
   std::unordered_map<std::string, fi_addr_t> rail_peers[kMaxRails - 1];
-  // Completion slots of posted RDMA receives: the immediate data of a write names one.
-  std::vector<Request*> slot_req;
-  std::vector<uint16_t> slot_gen;
-  std::deque<uint32_t> free_slots;  // FIFO: a freed slot waits behind kSlotQuarantine others
-  uint32_t next_id = 1;             // comm ids: 1 .. kMaxCommId
-  Status failed = Status::kOk;      // sticky: the completion queue itself failed
-  uint64_t stray_errors = 0;        // error completions that belonged to no operation
-  uint64_t eq_errors = 0;           // errors the provider reported on an event queue
+  // The protocol that takes peers' writes on this endpoint (set by its setup) and its state of
+  // the endpoint (RDMA: the completion slots a write's immediate data names).
+  const Protocol* writer = nullptr;
+  std::unique_ptr<ProtoState> writer_state;
+  uint32_t next_id = 1;         // comm ids: 1 .. kMaxCommId
+  Status failed = Status::kOk;  // sticky: the completion queue itself failed
+  uint64_t stray_errors = 0;    // error completions that belonged to no operation
+  uint64_t eq_errors = 0;       // errors the provider reported on an event queue
   std::unordered_map<std::string, fi_addr_t> peers;  // address bytes -> AV entry: one per peer
   fi_addr_t self = FI_ADDR_UNSPEC;  // our own address in the AV (GPUDirect flush reads)
   std::vector<std::unique_ptr<Zombie>> zombies;
@@ -324,8 +242,6 @@ struct SharedEp {
   Status insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out);
   Status insert_rail_peer(int rail, const uint8_t* addr, size_t len, fi_addr_t* out);
   Status alloc_id(uint32_t* out);
-  Status alloc_slot(Request* r);
-  void free_slot(Request* r);
 };
 
 // Opens the shared endpoint: rail r on doms[r] (several rails may share a domain), posts its
@@ -354,9 +270,9 @@ struct Comm {
   uint8_t offered = kProtoSendRecv;  // what this side accepts (connect's offer, listener's choice)
   int nrails = 1;                    // rails of this connection (RDMA), <= sep->nrails
   fi_addr_t peer_rail[kMaxRails] = {FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC};
-  uint32_t eager_max = 0;         // send: the receiver's bounce size; recv: ours
-  size_t persistent_reserve = 0;  // of sep->persistent_budget, given back when the comm goes
-  std::unique_ptr<RdmaState> rdma;
+  uint32_t eager_max = 0;              // send: the receiver's bounce size; recv: ours
+  size_t persistent_reserve = 0;       // of sep->persistent_budget, given back when the comm goes
+  std::unique_ptr<ProtoState> pstate;  // the protocol's own state (RDMA: RdmaState)
   int max_recvs;
   int cq_batch;
   bool use_inject;
@@ -410,7 +326,7 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
 // to); posts what c's grouped receives still owe. The caller holds c.sep->mu.
 Status comm_progress(Comm& c);
 
-// Shared with the RDMA protocol (rdma.cpp).
+// For the protocols (proto/).
 // Whether a send of `size` bytes from `mh` may go with fi_tinject: small enough, allowed, and host
 // memory (the provider copies the payload with the CPU before returning).
 inline bool can_inject(const Comm& c, size_t size, const MemHandle* mh) {
@@ -428,27 +344,22 @@ void comm_register(Comm& c);
 // Under sep->mu. Comm::~Comm gives the reservation back; release_persistent earlier.
 bool reserve_persistent(Comm& c, size_t n, bool force);
 void release_persistent(Comm& c);
-// Posts the receive operations `r` still owes (sendrecv.cpp); -FI_EAGAIN leaves the rest for
-// a later progress call.
-Status post_recvs(Comm& c, Request* r);
 // Posts a flush's read (reg.cpp); -FI_EAGAIN leaves it for a later test().
 Status post_flush(Comm& c, Request* r);
 // What a comm's progress does after the CQ is read: RDMA reposts and retries, deferred posts.
 Status comm_tail(Comm& c);
 void defer(Comm& c, Request* r);
 
-Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out);
-Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,
-                MemHandle* const* mhs, Request** out);
-Status sr_test(Request* r, int* done, int* sizes);
+// NCCL's test: progresses r's comm, then reports r (and frees it) once done or failed.
+Status request_test(Request* r, int* done, int* sizes);
 
 // Registers NCCL's buffer on every rail of the comm, through each domain's registration cache.
-Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const MemSpec& spec,
-                 MemHandle** out);
+Status comm_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const MemSpec& spec,
+                   MemHandle** out);
 // GPUDirect flush: an RDMA read of a few bytes of `data` (CUDA memory in `mh`) into host memory,
 // through the comm's own endpoint.
-Status sr_iflush(Comm& c, void* data, MemHandle* mh, Request** out);
-Status sr_dereg_mr(Comm& c, MemHandle* mh);
+Status comm_iflush(Comm& c, void* data, MemHandle* mh, Request** out);
+Status comm_dereg_mr(Comm& c, MemHandle* mh);
 
 // Posts one control message (handshake) and reports the request to poll. Under sep->mu.
 Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Request** out);

@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "proto/sendrecv.h"
+#include "core/comm.h"
 
 namespace nf {
 
@@ -15,11 +15,11 @@ struct ConnectEnv {
   uint8_t offered;  // protocols this side accepts on the device (kProto* bits)
 };
 
-Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out);
+Status comm_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out);
 // Polls; *out stays empty until a peer has connected and been answered.
-Status sr_accept(Comm& listen, const Params& params, std::unique_ptr<Comm>* out);
-// Checks the handle and makes the send comm; sr_connect_poll then drives the handshake.
-Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_ptr<Comm>* out);
-Status sr_connect_poll(Comm& c, const Params& params, bool* done);
+Status comm_accept(Comm& listen, const Params& params, std::unique_ptr<Comm>* out);
+// Checks the handle and makes the send comm; comm_connect_poll then drives the handshake.
+Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique_ptr<Comm>* out);
+Status comm_connect_poll(Comm& c, const Params& params, bool* done);
 
 }  // namespace nf

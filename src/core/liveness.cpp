@@ -1,4 +1,4 @@
-#include "proto/liveness.h"
+#include "core/liveness.h"
 
 #include <condition_variable>
 #include <cstring>

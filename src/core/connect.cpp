@@ -4,9 +4,9 @@
 #include <sys/random.h>
 #include <cstring>
 
+#include "core/connect.h"
 #include "fabric/errors.h"
-#include "proto/connect.h"
-#include "proto/rdma.h"
+
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -87,7 +87,7 @@ void send_nack(Comm& l, AckStatus why) {
 
 }  // namespace
 
-Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out) {
+Status comm_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out) {
   std::unique_ptr<Comm> l;
   NF_CHECK(comm_create(CommRole::kListen, env.sep, *env.params, &l));
   uint8_t addr[kMaxAddrLen];
@@ -102,7 +102,7 @@ Status sr_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out
   return Status::kOk;
 }
 
-Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
+Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
   out->reset();
   if (l.accepted) {
     NF_WARN(
@@ -166,8 +166,8 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       const uint8_t common = cm.proto.protocols & l.offered;
       l.proto = (common & kProtoRdma) ? kProtoRdma : kProtoSendRecv;
       // The recv comm's eager bounce buffers stay posted: past the endpoint's budget, SENDRECV.
-      if (l.proto == kProtoRdma &&
-          !reserve_persistent(l, kEagerBufs, (common & kProtoSendRecv) == 0))
+      if (l.proto == kProtoRdma && !reserve_persistent(l, protocol_for(kProtoRdma).persistent_recv,
+                                                       (common & kProtoSendRecv) == 0))
         l.proto = kProtoSendRecv;
       const int nrails = l.proto == kProtoRdma
                              ? (cm.proto.nrails < l.sep->nrails ? cm.proto.nrails : l.sep->nrails)
@@ -255,7 +255,7 @@ Status sr_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
   return Status::kOk;
 }
 
-Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_ptr<Comm>* out) {
+Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique_ptr<Comm>* out) {
   WireHandle h;
   std::string why;
   if (!decode_handle(handle, &h, &why)) {
@@ -282,7 +282,8 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
     std::lock_guard<std::mutex> lock(c->sep->mu);
     NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
     // The send comm's clear-to-send receives stay posted: past the endpoint's budget, SENDRECV.
-    if ((offer & kProtoRdma) && !reserve_persistent(*c, kCtsBufs, offer == kProtoRdma))
+    if ((offer & kProtoRdma) &&
+        !reserve_persistent(*c, protocol_for(kProtoRdma).persistent_send, offer == kProtoRdma))
       offer = kProtoSendRecv;
   }
   c->peer_id = h.listen_id;
@@ -299,7 +300,7 @@ Status sr_connect_start(const ConnectEnv& env, const void* handle, std::unique_p
   return Status::kOk;
 }
 
-Status sr_connect_poll(Comm& c, const Params& params, bool* done) {
+Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
   *done = false;
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (c.stage == kPostAckRecv) {

@@ -1,6 +1,6 @@
 // Registration of NCCL's buffers (on every rail, through the domain's cache) and the GPUDirect
 // flush: one place for both protocols.
-#include "proto/sendrecv.h"
+#include "core/comm.h"
 
 #include <climits>
 #include <cstring>
@@ -8,10 +8,10 @@
 
 #include <rdma/fi_errno.h>
 
+#include "core/liveness.h"
 #include "fabric/errors.h"
 #include "mem/mr_cache.h"
-#include "proto/liveness.h"
-#include "proto/rdma.h"
+
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -35,8 +35,8 @@ Status post_flush(Comm& c, Request* r) {
   return Status::kOk;
 }
 
-Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const MemSpec& spec,
-                 MemHandle** out) {
+Status comm_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const MemSpec& spec,
+                   MemHandle** out) {
   std::unique_ptr<MemHandle> mh(new MemHandle());
   mh->magic = kMrMagic;
   mh->comm = &c;
@@ -61,7 +61,7 @@ Status sr_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const Me
   return Status::kOk;
 }
 
-Status sr_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
+Status comm_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
   *out = nullptr;
   std::lock_guard<std::mutex> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
@@ -89,7 +89,7 @@ Status sr_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
   return Status::kOk;
 }
 
-Status sr_dereg_mr(Comm& c, MemHandle* mh) {
+Status comm_dereg_mr(Comm& c, MemHandle* mh) {
   if (mh->uses.load(std::memory_order_acquire) > 0) {
     // NCCL deregisters before it closes, also after an abort with receives still posted into this
     // memory. Closing the registration under them would let the NIC write into memory that is
