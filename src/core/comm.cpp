@@ -129,7 +129,7 @@ bool Comm::close_wait() {
   uint64_t limit = t > 0 ? static_cast<uint64_t>(t) * 500000000ull : kCloseWaitNoProbeNs;
   bool failed_before = false;
   {
-    std::lock_guard<std::mutex> lock(sep->mu);
+    std::lock_guard<TicketLock> lock(sep->mu);
     closing = true;
     close_waiting = true;
     failed_before = !ok(failed) || !ok(sep->failed);
@@ -169,7 +169,7 @@ bool Comm::close_wait() {
   for (int pass = 0;; ++pass) {
     uint64_t now;
     {
-      std::lock_guard<std::mutex> lock(sep->mu);
+      std::lock_guard<TicketLock> lock(sep->mu);
       if (!ok(comm_progress(*this))) break;
       now = now_ns();
       if (events != seen) {
@@ -202,7 +202,7 @@ bool Comm::close_wait() {
     if (now - start > limit) break;
     if (pass >= 64) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  std::lock_guard<std::mutex> lock(sep->mu);
+  std::lock_guard<TicketLock> lock(sep->mu);
   close_waiting = false;
   if (!cancelled) {
     cancel_posted();
@@ -236,7 +236,7 @@ bool Comm::close_wait() {
 Comm::~Comm() {
   magic = 0;
   const bool busy = pool && role != CommRole::kListen ? close_wait() : false;
-  std::lock_guard<std::mutex> lock(sep->mu);
+  std::lock_guard<TicketLock> lock(sep->mu);
   release_persistent(*this);
   for (size_t i = 0; i < sep->comms.size(); ++i) {
     if (sep->comms[i] == this) {
@@ -314,7 +314,7 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
   requests += kCtrlRequests + kMaxPersistentRecvs;
   std::unique_ptr<Comm> c(new Comm(role, std::move(sep), requests, params));
   {
-    std::lock_guard<std::mutex> lock(c->sep->mu);
+    std::lock_guard<TicketLock> lock(c->sep->mu);
     NF_CHECK(c->sep->alloc_id(&c->id));
     comm_register(*c);
   }
@@ -342,7 +342,7 @@ void request_release(Request* r) {
 
 Status request_test(Request* r, int* done, int* sizes) {
   Comm& c = *r->comm;
-  std::lock_guard<std::mutex> lock(c.sep->mu);
+  std::lock_guard<TicketLock> lock(c.sep->mu);
   if (r->type == ReqType::kFlush && r->state == ReqState::kPending && r->posted == 0) {
     Status s = post_flush(c, r);
     if (!ok(s)) fail_request(r, s);

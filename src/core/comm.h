@@ -21,6 +21,7 @@
 #include "util/params.h"
 #include "util/pool.h"
 #include "util/status.h"
+#include "util/ticket_lock.h"
 #include "wire/wire.h"
 
 namespace nf {
@@ -192,7 +193,7 @@ struct Zombie {
 
 // The RDM endpoint all comms of one (plugin context, device) share.
 struct SharedEp {
-  std::mutex mu;
+  TicketLock mu;                 // fair, cheap when free (util/ticket_lock.h)
   std::unique_ptr<Endpoint> ep;  // rail 0: every tagged message
   // Rails 1.. (RDMA writes only). nrails counts rail 0.
   std::vector<std::unique_ptr<Endpoint>> more;

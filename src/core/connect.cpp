@@ -111,7 +111,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
     return Status::kInternalError;
   }
   if (l.started_ns == 0) l.started_ns = now_ns();
-  std::lock_guard<std::mutex> lock(l.sep->mu);
+  std::lock_guard<TicketLock> lock(l.sep->mu);
   if (l.stage == kPostRecv) {
     NF_CHECK(ctrl_post(l, false, &l.ctrl->connect,
                        sizeof(ConnectMsg) + sizeof(l.ctrl->connect_slack),
@@ -279,7 +279,7 @@ Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique
   // name); a different provider is caught by the hash above.
   uint8_t offer = env.offered;
   {
-    std::lock_guard<std::mutex> lock(c->sep->mu);
+    std::lock_guard<TicketLock> lock(c->sep->mu);
     NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
     // The send comm's clear-to-send receives stay posted: past the endpoint's budget, SENDRECV.
     if ((offer & kProtoRdma) &&
@@ -302,7 +302,7 @@ Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique
 
 Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
   *done = false;
-  std::lock_guard<std::mutex> lock(c.sep->mu);
+  std::lock_guard<TicketLock> lock(c.sep->mu);
   if (c.stage == kPostAckRecv) {
     NF_CHECK(ctrl_post(c, false, &c.ctrl->ack, sizeof(AckMsg) + sizeof(c.ctrl->ack_slack),
                        ctrl_tag(c.id, kCtrlAck), &c.ctrl_recv));

@@ -351,7 +351,7 @@ class Keeper {
       busy_ = false;
       for (SharedEp* sep : seps_) {
         // The registry lock is held: remove() (and so the endpoint's destruction) waits for us.
-        std::lock_guard<std::mutex> slock(sep->mu);
+        std::lock_guard<TicketLock> slock(sep->mu);
         // Idle: nobody else polled it since our last pass (a counter: the data path reads no
         // clock for the keeper's sake).
         if (sep->polls == sep->keeper_polls) {

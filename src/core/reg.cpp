@@ -63,7 +63,7 @@ Status comm_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const 
 
 Status comm_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
   *out = nullptr;
-  std::lock_guard<std::mutex> lock(c.sep->mu);
+  std::lock_guard<TicketLock> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   if (c.sep->self == FI_ADDR_UNSPEC) {
     uint8_t name[kMaxAddrLen];

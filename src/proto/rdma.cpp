@@ -694,7 +694,7 @@ Status rdma_post_writes(Comm& c, Request* r) {
 
 Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
   *out = nullptr;
-  std::lock_guard<std::mutex> lock(c.sep->mu);
+  std::lock_guard<TicketLock> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   if (!ok(c.failed)) return c.failed;
   RdmaState& rd = rdma_of(c);
@@ -813,7 +813,7 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
 Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,
                   MemHandle* const* mhs, Request** out) {
   *out = nullptr;
-  std::lock_guard<std::mutex> lock(c.sep->mu);
+  std::lock_guard<TicketLock> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   if (!ok(c.failed)) return c.failed;
   RdmaState& rd = rdma_of(c);

@@ -41,7 +41,7 @@ Status post_recvs(Comm& c, Request* r) {
 
 Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
   *out = nullptr;
-  std::lock_guard<std::mutex> lock(c.sep->mu);
+  std::lock_guard<TicketLock> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   if (!ok(c.failed)) return c.failed;
   Request* r = take_request(c, ReqType::kSend, 1);
@@ -84,7 +84,7 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
 Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,
                 MemHandle* const* mhs, Request** out) {
   *out = nullptr;
-  std::lock_guard<std::mutex> lock(c.sep->mu);
+  std::lock_guard<TicketLock> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
   if (!ok(c.failed)) return c.failed;
   if (c.deferred_head != nullptr) {
