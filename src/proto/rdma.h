@@ -123,6 +123,26 @@ inline RdmaEp& rdma_ep(const SharedEp& sep) {
   return *static_cast<RdmaEp*>(sep.writer_state.get());
 }
 
+// NCCL_FABRIC_TEST_CTS_FAULT: what a receiver breaks in its clear-to-send (testing only).
+enum CtsFault { kFaultNone = 0, kFaultSize, kFaultCount, kFaultAddr, kFaultKey };
+
+// The first protocol problem of a comm is a WARN, later ones INFO.
+#define RDMA_LOG(c, ...)                                                                          \
+  log_message(rdma_of(c).warned++ == 0 ? LogLevel::kWarn : LogLevel::kInfo, kSubsysNet, __FILE__, \
+              __LINE__, __VA_ARGS__)
+
+// Between the protocol's files (rdma.cpp: both sides; rdma_recv.cpp; rdma_send.cpp).
+// Posts (again) a persistent receive; -FI_EAGAIN queues it for the tail's retry.
+Status rdma_post_persistent(Comm& c, Request* r);
+// A message in a bounce buffer (receiver) or a clear-to-send buffer (sender).
+void rdma_on_eager(Request* b, const fi_cq_tagged_entry& e);
+void rdma_on_cts(Request* b, const fi_cq_tagged_entry& e);
+// Sends a receive's clear-to-send when it has none yet (an RTS asked, or a retry after
+// -FI_EAGAIN).
+void rdma_cts_on_request(Comm& c, Request* r);
+// A receive stops taking writes: its slot is freed, its registrations no longer held.
+void rdma_retire_recv(Request* r);
+
 // The entry points core reaches through kRdmaProtocol (their meaning: core/protocol.h).
 Status rdma_setup(Comm& c);
 Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out);

@@ -1,0 +1,438 @@
+// The RDMA protocol, the receiver's side: irecv and its clear-to-send, the peer's writes landing in
+// the buffers it named, eager messages from the bounce buffers, notices, and a receive's end.
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "fabric/errors.h"
+#include "proto/rdma.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace nf {
+
+namespace {
+
+void remove_active(RdmaState& rd, Request* r) {
+  for (int i = 0; i < rd.n_active; ++i) {
+    if (rd.active[i] == r) {
+      rd.active[i] = rd.active[--rd.n_active];
+      return;
+    }
+  }
+}
+
+void remove_cts_retry(RdmaState& rd, Request* r) {
+  for (int i = 0; i < rd.n_cts_retry; ++i) {
+    if (rd.cts_retry[i] == r) {
+      rd.cts_retry[i] = rd.cts_retry[--rd.n_cts_retry];
+      return;
+    }
+  }
+}
+
+// A receive stops taking writes: its slot is freed (a late write no longer matches) and its
+// registrations are no longer in use by it.
+}  // namespace
+
+void rdma_retire_recv(Request* r) {
+  Comm& c = *r->comm;
+  if (r->recv.slot != UINT32_MAX) {
+    rdma_ep(*c.sep).free_slot(r);
+    r->recv.slot = UINT32_MAX;
+  }
+  if (r->recv.holds_mrs) {
+    r->recv.holds_mrs = false;
+    for (int i = 0; i < r->n; ++i)
+      if (r->recv.mhs[i] != nullptr) r->recv.mhs[i]->uses.fetch_sub(1, std::memory_order_release);
+  }
+  remove_active(rdma_of(c), r);
+  remove_cts_retry(rdma_of(c), r);
+}
+
+namespace {
+
+// Done once every buffer is complete. Its CTS send may still be in flight (on some providers a
+// send completes only when the peer acknowledged it): the request then goes back to the pool, and
+// its CTS buffer with it, when that completes (request_release waits for in_flight == 0).
+void maybe_finish_recv(Request* r) {
+  if (r->recv.entries_left == 0 && r->state == ReqState::kPending) {
+    rdma_retire_recv(r);
+    r->state = ReqState::kDone;
+  }
+  if (r->in_flight == 0 && r->state == ReqState::kReleased) request_release(r);
+}
+
+void fail_recv(Request* r, Status s) {
+  fail_request(r, s);
+  rdma_retire_recv(r);
+  if (r->in_flight == 0 && r->state == ReqState::kReleased) request_release(r);
+}
+// The posted receive and buffer that message `index` of `tag` goes to.
+bool find_buffer(RdmaState& rd, int32_t tag, uint32_t index, Request** out, int* entry) {
+  for (int a = 0; a < rd.n_active; ++a) {
+    Request* r = rd.active[a];
+    for (int i = 0; i < r->n; ++i) {
+      if (static_cast<int32_t>(r->recv.tags[i]) == tag && r->recv.index[i] == index) {
+        *out = r;
+        *entry = i;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// How far ahead of the receiver's posted buffers a sender may be (messages of one tag): an
+// eager message further ahead is not held (it would keep a bounce buffer forever) but refused.
+constexpr uint32_t kMaxAhead = 1u << 16;
+
+// Whether the receiver has yet to post buffer `index` of `tag` (indices wrap).
+bool not_posted_yet(RdmaState& rd, int32_t tag, uint32_t index) {
+  return static_cast<int32_t>(index - rd.posted.count(tag)) >= 0;
+}
+bool too_far_ahead(RdmaState& rd, int32_t tag, uint32_t index) {
+  return index - rd.posted.count(tag) >= kMaxAhead;
+}
+
+// Eager message in bounce buffer b for buffer i of receive r.
+void deliver_eager(Request* r, int i, Request* b) {
+  Comm& c = *r->comm;
+  const size_t len = b->bounce.len;
+  if (r->state != ReqState::kPending) return;  // failed already: nothing lands
+  if (r->recv.entry_done[i] || r->recv.chunks_got[i] != 0) {
+    RDMA_LOG(c,
+             "eager message %u of tag %d from %s lands in a buffer already written: the "
+             "receive fails",
+             r->recv.index[i], static_cast<int32_t>(r->recv.tags[i]), c.peer_name.c_str());
+    fail_recv(r, Status::kRemoteError);
+    return;
+  }
+  if (len > r->recv.caps[i]) {
+    RDMA_LOG(c, "message of %zu bytes from %s is larger than its receive buffer (%zu bytes)", len,
+             c.peer_name.c_str(), r->recv.caps[i]);
+    fail_recv(r, Status::kInvalidUsage);
+    return;
+  }
+  if (len > 0) memcpy(r->recv.bufs[i], b->bounce.buf, len);
+  r->recv.sizes[i] = len;
+  r->recv.entry_done[i] = 1;
+  --r->recv.entries_left;
+  maybe_finish_recv(r);
+}
+
+// Sends receive r's clear-to-send: at irecv, or later when an RTS notice asks for it. Returns
+// kOk with *sent false on -FI_EAGAIN.
+Status send_cts(Comm& c, Request* r, bool* sent) {
+  RdmaState& rd = rdma_of(c);
+  *sent = false;
+  const bool fresh_slot = r->recv.slot == UINT32_MAX;
+  if (fresh_slot) NF_CHECK(rdma_ep(*c.sep).alloc_slot(r));
+  CtsMsg m;  // only the header and the first n entries are filled and sent
+  m.h.magic = kCtsMagic;
+  m.h.version = kWireVersion;
+  m.h.n = r->n;
+  m.h.nrails = static_cast<uint8_t>(c.nrails);
+  m.h.slot = static_cast<uint16_t>(r->recv.slot);
+  m.h.gen = r->recv.gen;
+  m.h.reserved = 0;
+  for (int i = 0; i < r->n; ++i) {
+    CtsEntry& e = m.e[i];
+    MemHandle* mh = r->recv.mhs[i];
+    e.tag = static_cast<int32_t>(r->recv.tags[i]);
+    e.index = r->recv.index[i];
+    e.size = r->recv.caps[i];
+    const uintptr_t a = reinterpret_cast<uintptr_t>(r->recv.bufs[i]);
+    e.addr = mh != nullptr ? a - mh->reg.remote_base : 0;
+    for (int k = 0; k < kMaxRails; ++k)
+      e.key[k] = mh != nullptr && k < c.nrails ? mh->rail_reg(k).key : 0;
+  }
+  switch (rd.cts_fault) {
+    case kFaultAddr:
+      for (int i = 0; i < r->n; ++i) m.e[i].addr += 1ull << 40;
+      break;
+    case kFaultKey:
+      for (int i = 0; i < r->n; ++i)
+        for (int k = 0; k < c.nrails; ++k) m.e[i].key[k] ^= 0x5a5a5a5a;
+      break;
+    default: break;
+  }
+  CtsWire& w = rd.cts_tx[c.pool->index_of(r)];
+  size_t len = encode_cts(m, w.b);
+  switch (rd.cts_fault) {
+    case kFaultSize: len += 8; break;  // CtsWire has the room
+    case kFaultCount: w.b[offsetof(CtsHeader, n)] = kMaxCtsEntries + 1; break;
+    default: break;
+  }
+  const uint64_t t = ctrl_tag(c.peer_id, kCtrlCts);
+  ssize_t rc;
+  bool injected = false;
+  if (c.use_inject && len <= c.inject_size) {
+    rc = fi_tinject(c.ep->ep(), w.b, len, c.peer, t);
+    injected = rc == 0;
+  } else {
+    rc = fi_tsend(c.ep->ep(), w.b, len, rd.cts_tx_reg.desc, c.peer, t, &r->ops[0]);
+  }
+  if (rc != 0) {
+    if (fresh_slot) {
+      rdma_ep(*c.sep).free_slot(r);
+      r->recv.slot = UINT32_MAX;
+    }
+    if (rc == -FI_EAGAIN) return Status::kOk;
+    return fi_fail("fi_tsend(clear-to-send)", static_cast<int>(rc), c.peer_name.c_str());
+  }
+  // posted/in_flight count the CTS send only: the request completes through rdma_on_cts_sent,
+  // rdma_on_write and the eager path.
+  r->posted = injected ? 0 : 1;
+  r->in_flight = injected ? 0 : 1;
+  *sent = true;
+  return Status::kOk;
+}
+
+}  // namespace
+
+// A receive whose CTS was never sent (all its buffers small) is asked for one by an RTS notice.
+void rdma_cts_on_request(Comm& c, Request* r) {
+  if (r->recv.slot != UINT32_MAX || r->state != ReqState::kPending)
+    return;  // sent already, or over
+  bool sent = false;
+  Status s = send_cts(c, r, &sent);
+  if (!ok(s)) {
+    fail_recv(r, s);
+    return;
+  }
+  RdmaState& rd = rdma_of(c);
+  if (!sent && rd.n_cts_retry < kActiveRecvs) rd.cts_retry[rd.n_cts_retry++] = r;
+}
+
+namespace {
+
+void on_notice(Comm& c, Request* b, const fi_cq_tagged_entry& e) {
+  RdmaState& rd = rdma_of(c);
+  const int32_t tag = static_cast<int32_t>(e.tag & kTagLowMask);
+  const uint32_t index = static_cast<uint32_t>(e.data);
+  NoticeMsg m;
+  if (e.len != sizeof(m)) {
+    RDMA_LOG(c, "a notice of %zu bytes from %s (expected %zu): ignored", static_cast<size_t>(e.len),
+             c.peer_name.c_str(), sizeof(m));
+    return;
+  }
+  memcpy(&m, b->bounce.buf, sizeof(m));
+  if (m.magic != kNoticeMagic || (m.kind != kNoticeRts && m.kind != kNoticeTooLarge)) {
+    RDMA_LOG(c, "a malformed notice from %s: ignored", c.peer_name.c_str());
+    return;
+  }
+  Request* r = nullptr;
+  int i = 0;
+  const bool found = find_buffer(rd, tag, index, &r, &i);
+  if (m.kind == kNoticeRts) {
+    if (found) {
+      rdma_cts_on_request(c, r);
+    } else if (not_posted_yet(rd, tag, index) && !too_far_ahead(rd, tag, index) &&
+               rd.n_rts < kPendingRts) {
+      rd.rts[rd.n_rts++] = {tag, index};
+    }
+    return;
+  }
+  // kNoticeTooLarge: the sender failed its isend; the receive fails too, naming both sizes.
+  if (!found || r->state != ReqState::kPending) return;
+  RDMA_LOG(c, "message of %llu bytes from %s is larger than its receive buffer (%zu bytes)",
+           static_cast<unsigned long long>(m.size), c.peer_name.c_str(), r->recv.caps[i]);
+  fail_recv(r, Status::kInvalidUsage);
+}
+
+}  // namespace
+
+void rdma_on_eager(Request* b, const fi_cq_tagged_entry& e) {
+  Comm& c = *b->comm;
+  RdmaState& rd = rdma_of(c);
+  if (e.tag & kTagNoticeBit) {
+    on_notice(c, b, e);
+  } else {
+    const int32_t tag = static_cast<int32_t>(e.tag & kTagLowMask);
+    const uint32_t index = static_cast<uint32_t>(e.data);
+    b->bounce.index = index;
+    b->bounce.len = e.len;
+    b->bounce.msg_tag = tag;
+    Request* r = nullptr;
+    int i = 0;
+    if (find_buffer(rd, tag, index, &r, &i)) {
+      deliver_eager(r, i, b);
+    } else if (not_posted_yet(rd, tag, index) && too_far_ahead(rd, tag, index)) {
+      RDMA_LOG(c,
+               "eager message %u of tag %d from %s is %u messages ahead of the receives "
+               "posted (at most %u): the connection fails",
+               index, tag, c.peer_name.c_str(), index - rd.posted.count(tag), kMaxAhead);
+      comm_fail(c, Status::kRemoteError, "a peer's message far ahead of every receive");
+    } else if (not_posted_yet(rd, tag, index)) {
+      // Its receive is not posted yet: the message waits in this bounce buffer.
+      rd.held[rd.n_held++] = b;
+      return;
+    } else {
+      RDMA_LOG(c,
+               "eager message %u of tag %d from %s belongs to no receive (already complete or "
+               "failed): dropped",
+               index, tag, c.peer_name.c_str());
+    }
+  }
+  if (!ok(rdma_post_persistent(c, b))) b->state = ReqState::kError;
+}
+
+void rdma_on_cts_sent(Request* r) { maybe_finish_recv(r); }
+
+void rdma_fail_recv(Request* r, Status s) { fail_recv(r, s); }
+
+void rdma_on_cts_failed(Request* r, Status s) {
+  if (r->state == ReqState::kPending)
+    fail_recv(r, s);
+  else
+    maybe_finish_recv(r);  // complete already (eagerly): only the CTS's accounting is left
+}
+
+void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
+  const Imm i = imm_decode(e.data);
+  if (i.slot >= rdma_ep(sep).slot_req.size() || rdma_ep(sep).slot_req[i.slot] == nullptr ||
+      (rdma_ep(sep).slot_gen[i.slot] & kMaxGen) != i.gen) {
+    NF_INFO(kSubsysNet,
+            "a write with immediate data 0x%llx names no receive in progress "
+            "(late, or not from this protocol): ignored",
+            static_cast<unsigned long long>(e.data));
+    return;
+  }
+  Request* r = rdma_ep(sep).slot_req[i.slot];
+  Comm& c = *r->comm;
+  ++c.events;
+  const size_t len = sep.wide_imm ? static_cast<size_t>(e.data >> 32) : e.len;
+  const char* bad = nullptr;
+  if (i.entry >= r->n)
+    bad = "names a buffer the receive does not have";
+  else if (r->recv.entry_done[i.entry])
+    bad = "lands in a buffer already complete";
+  else if (r->recv.chunks_expected[i.entry] != 0 && r->recv.chunks_expected[i.entry] != i.nchunks)
+    bad = "disagrees on the number of pieces";
+  else if (r->recv.sizes[i.entry] + len > r->recv.caps[i.entry])
+    bad = "overflows the buffer";
+  if (bad != nullptr) {
+    RDMA_LOG(c, "a write from %s %s (immediate 0x%llx): the receive fails", c.peer_name.c_str(),
+             bad, static_cast<unsigned long long>(e.data));
+    fail_recv(r, Status::kRemoteError);
+    return;
+  }
+  r->recv.chunks_expected[i.entry] = static_cast<uint8_t>(i.nchunks);
+  r->recv.sizes[i.entry] += len;
+  if (++r->recv.chunks_got[i.entry] == i.nchunks) {
+    r->recv.entry_done[i.entry] = 1;
+    --r->recv.entries_left;
+    maybe_finish_recv(r);
+  }
+}
+
+bool rdma_on_write_error(SharedEp& sep, const CqError& err) {
+  const Imm i = imm_decode(err.data);
+  if (i.slot >= rdma_ep(sep).slot_req.size() || rdma_ep(sep).slot_req[i.slot] == nullptr ||
+      (rdma_ep(sep).slot_gen[i.slot] & kMaxGen) != i.gen)
+    return false;
+  Request* r = rdma_ep(sep).slot_req[i.slot];
+  Comm& c = *r->comm;
+  RDMA_LOG(c, "a write from %s into a posted receive failed: %s; the receive fails",
+           c.peer_name.c_str(), err.text.c_str());
+  fail_recv(r, status_for_cq_error(err.err));
+  return true;
+}
+
+Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,
+                  MemHandle* const* mhs, Request** out) {
+  *out = nullptr;
+  std::lock_guard<TicketLock> lock(c.sep->mu);
+  if (!ok(c.sep->failed)) return c.sep->failed;
+  if (!ok(c.failed)) return c.failed;
+  RdmaState& rd = rdma_of(c);
+  if (rd.n_active >= kActiveRecvs) return comm_progress(c);
+  // Each buffer's per-tag index; the counters move only once the receive is posted.
+  uint32_t index[kMaxGroup];
+  for (int i = 0; i < n; ++i) {
+    uint32_t* cnt = rd.posted.get(tags[i]);
+    if (cnt == nullptr) {
+      NF_WARN("irecv from %s: more than %d distinct tags on one connection", c.peer_name.c_str(),
+              kMaxTags);
+      return Status::kInvalidUsage;
+    }
+    index[i] = *cnt;
+    for (int j = 0; j < i; ++j) index[i] += tags[j] == tags[i];
+  }
+  // A group whose buffers all fit an eager message needs no CTS: whatever the sender sends into
+  // it (no more than the buffer holds) goes eagerly. Ping-pongs of small messages then cost one
+  // message per direction, as with SENDRECV. A sender with a larger message asks for a CTS with
+  // an RTS notice (it may have come already).
+  bool need_cts = false;
+  for (int i = 0; i < n; ++i) need_cts = need_cts || c.eager_max == 0 || sizes[i] > c.eager_max;
+  for (int i = 0; i < n && !need_cts; ++i)
+    for (int k = 0; k < rd.n_rts && !need_cts; ++k)
+      need_cts = rd.rts[k].tag == tags[i] && rd.rts[k].index == index[i];
+  for (int i = 0; need_cts && i < n; ++i) {
+    if (sizes[i] > 0 && mhs[i] == nullptr) {
+      NF_WARN(
+          "irecv from %s: buffer %d (%zu bytes) is not registered; the RDMA protocol needs "
+          "an mhandle from regMr for buffers above NCCL_FABRIC_EAGER_MAX",
+          c.peer_name.c_str(), i, sizes[i]);
+      return Status::kInvalidUsage;
+    }
+  }
+  Request* r = take_request(c, ReqType::kRecv, n);
+  if (r == nullptr) return comm_progress(c);
+  r->recv.slot = UINT32_MAX;
+  r->recv.entries_left = static_cast<uint8_t>(n);
+  for (int i = 0; i < n; ++i) {
+    r->recv.bufs[i] = data[i];
+    r->recv.caps[i] = sizes[i];
+    r->recv.mhs[i] = mhs[i];
+    r->recv.tags[i] = static_cast<uint32_t>(tags[i]);
+    r->recv.index[i] = index[i];
+    r->recv.chunks_expected[i] = 0;
+    r->recv.chunks_got[i] = 0;
+    r->recv.entry_done[i] = 0;
+  }
+  if (need_cts) {
+    bool sent = false;
+    Status s = send_cts(c, r, &sent);
+    if (!ok(s) || !sent) {
+      for (int i = 0; i < n; ++i) r->recv.mhs[i] = nullptr;
+      request_release(r);
+      if (!ok(s)) return s;
+      return comm_progress(c);
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    ++*rd.posted.get(tags[i]);
+    for (int k = 0; k < rd.n_rts; ++k) {
+      if (rd.rts[k].tag == tags[i] && rd.rts[k].index == index[i]) {
+        rd.rts[k] = rd.rts[--rd.n_rts];
+        break;
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i)
+    if (mhs[i] != nullptr) mhs[i]->uses.fetch_add(1, std::memory_order_relaxed);
+  r->recv.holds_mrs = true;
+  rd.active[rd.n_active++] = r;
+  // Eager messages that arrived before this receive was posted.
+  for (int k = 0; k < rd.n_held;) {
+    Request* b = rd.held[k];
+    int i = 0;
+    for (; i < n; ++i)
+      if (static_cast<int32_t>(r->recv.tags[i]) == b->bounce.msg_tag &&
+          r->recv.index[i] == b->bounce.index)
+        break;
+    if (i < n) {
+      rd.held[k] = rd.held[--rd.n_held];
+      deliver_eager(r, i, b);
+      if (!ok(rdma_post_persistent(c, b))) b->state = ReqState::kError;
+    } else {
+      ++k;
+    }
+  }
+  *out = r;
+  return Status::kOk;
+}
+
+}  // namespace nf

@@ -1,0 +1,340 @@
+// The RDMA protocol, the sender's side: isend, clear-to-send messages from the receiver, writes
+// striped over the rails, eager messages and notices into the receiver's bounce buffers.
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "fabric/errors.h"
+#include "proto/rdma.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace nf {
+
+namespace {
+
+SendGroup* find_entry(RdmaState& rd, int32_t tag, uint32_t index, int* entry) {
+  for (uint32_t k = 0; k < rd.g_count; ++k) {
+    SendGroup& g = rd.groups[k];
+    for (int i = 0; i < g.n; ++i) {
+      if (g.e[i].tag == tag && g.e[i].index == index) {
+        *entry = i;
+        return &g;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// Decodes the CTS in buf (decode_cts: what the bytes alone can be checked for), then checks it
+// against this connection.
+bool check_cts(Comm& c, const void* buf, size_t len, CtsMsg* out, std::string* why) {
+  if (!decode_cts(buf, len, out, why)) return false;
+  const CtsMsg& m = *out;
+  char text[200];
+  if (m.h.n > c.max_recvs) {
+    snprintf(text, sizeof(text), "group of %u buffers (this connection allows 1..%d)", m.h.n,
+             c.max_recvs);
+    *why = text;
+    return false;
+  }
+  if (m.h.nrails != c.nrails) {
+    snprintf(text, sizeof(text), "keys for %u rails (the connection has %d)", m.h.nrails, c.nrails);
+    *why = text;
+    return false;
+  }
+  RdmaState& rd = rdma_of(c);
+  for (int i = 0; i < m.h.n; ++i) {
+    // A buffer larger than any message is fine (only the message's bytes are written).
+    const CtsEntry& e = m.e[i];
+    if (static_cast<int32_t>(e.index - rd.sent.count(e.tag)) > (1 << 24)) {
+      snprintf(text, sizeof(text), "buffer %d: index %u of tag %d is far ahead of this side's %u",
+               i, e.index, e.tag, rd.sent.count(e.tag));
+      *why = text;
+      return false;
+    }
+    int dup = 0;
+    bool twice = find_entry(rd, e.tag, e.index, &dup) != nullptr;
+    for (int j = 0; j < i; ++j) twice = twice || (m.e[j].tag == e.tag && m.e[j].index == e.index);
+    if (twice) {
+      snprintf(text, sizeof(text), "buffer %d: index %u of tag %d is announced twice", i, e.index,
+               e.tag);
+      *why = text;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void rdma_on_cts(Request* b, const fi_cq_tagged_entry& e) {
+  Comm& c = *b->comm;
+  RdmaState& rd = rdma_of(c);
+  CtsMsg m;
+  std::string why;
+  if (!ok(rd.error)) {
+    // Already broken: nothing more is used.
+  } else if (!check_cts(c, b->bounce.buf, e.len, &m, &why)) {
+    RDMA_LOG(c, "refused a clear-to-send from %s: %s; the connection fails", c.peer_name.c_str(),
+             why.c_str());
+    rd.error = Status::kRemoteError;
+  } else if (rd.g_count == kGroupRing) {
+    RDMA_LOG(c, "more than %d receive groups announced by %s at once; the connection fails",
+             kGroupRing, c.peer_name.c_str());
+    rd.error = Status::kRemoteError;
+  } else {
+    SendGroup& g = rd.groups[rd.g_count];
+    g.n = m.h.n;
+    g.gen = m.h.gen;
+    g.slot = m.h.slot;
+    g.used = 0;
+    memcpy(g.e, m.e, sizeof(CtsEntry) * m.h.n);
+    // Buffers the sender has already filled (eagerly, before this CTS came) need nothing more.
+    for (int i = 0; i < g.n; ++i)
+      if (static_cast<int32_t>(g.e[i].index - rd.sent.count(g.e[i].tag)) < 0)
+        g.used = static_cast<uint8_t>(g.used | (1u << i));
+    if (g.used != (1u << g.n) - 1) ++rd.g_count;
+  }
+  if (!ok(rdma_post_persistent(c, b))) b->state = ReqState::kError;
+}
+
+namespace {
+
+int least_loaded_rail(const SharedEp& sep, int nrails) {
+  int best = 0;
+  for (int r = 1; r < nrails; ++r)
+    if (sep.rail_load[r] < sep.rail_load[best]) best = r;
+  return best;
+}
+
+// Entry i of g has been sent: the group goes once all of its entries have.
+void mark_sent(RdmaState& rd, SendGroup* g, int i) {
+  g->used = static_cast<uint8_t>(g->used | (1u << i));
+  if (g->used == (1u << g->n) - 1) *g = rd.groups[--rd.g_count];
+}
+
+// How long a large isend waits for its CTS before it asks for one with an RTS notice. Only a
+// receive of small buffers sends none by itself, and that is an error case (the message cannot
+// fit), so the question may wait: a sender streaming ahead of its receiver waits for CTSs all the
+// time, and an RTS per message cost 5 % of bandwidth at 1 MiB on tcp;ofi_rxm (with 1 ms here; at
+// once, 15-20 % at 2 MiB). At 100 ms it is at most ten small messages a second per connection.
+constexpr uint64_t kRtsDelayNs = 100000000;
+
+// Posts request r (taken by the caller): `size` bytes to the receiver's bounce buffers (an eager
+// message or a notice), tag t, the message's per-tag index as CQ data; fi_tinjectdata when `inject`
+// (done at once), else fi_tsenddata. On failure r goes back to the pool and *posted stays false
+// (-FI_EAGAIN: not an error; NCCL calls again).
+Status post_bounce(Comm& c, Request* r, const void* data, size_t size, void* desc, bool inject,
+                   uint64_t t, uint32_t index, bool* posted) {
+  *posted = false;
+  r->send.size = size;
+  ssize_t rc = inject ? fi_tinjectdata(c.ep->ep(), data, size, index, c.peer, t)
+                      : fi_tsenddata(c.ep->ep(), data, size, desc, index, c.peer, t, &r->ops[0]);
+  if (rc != 0) {
+    request_release(r);
+    if (rc == -FI_EAGAIN) return comm_progress(c);
+    return fi_fail(inject ? "fi_tinjectdata(eager)" : "fi_tsenddata(eager)", static_cast<int>(rc),
+                   c.peer_name.c_str());
+  }
+  if (inject) {
+    r->state = ReqState::kDone;
+  } else {
+    r->posted = 1;
+    r->in_flight = 1;
+  }
+  *posted = true;
+  return Status::kOk;
+}
+
+// One eager message of NCCL's. *out stays NULL when the provider pushed back.
+Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint32_t index,
+                  Request** out) {
+  *out = nullptr;
+  Request* r = take_request(c, ReqType::kSend, 1);
+  if (r == nullptr) return comm_progress(c);
+  const bool inject = can_inject(c, size, mh);
+  bool posted = false;
+  NF_CHECK(post_bounce(c, r, data, size, mh != nullptr ? mh->reg.desc : nullptr, inject,
+                       eager_tag(c.peer_id, tag), index + rdma_of(c).eager_skew, &posted));
+  if (!posted) return Status::kOk;
+  if (!inject && mh != nullptr) {
+    r->send.mh = mh;  // released by complete_op
+    mh->uses.fetch_add(1, std::memory_order_relaxed);
+  }
+  *out = r;
+  return Status::kOk;
+}
+
+// A notice to the receiver about message `index` of `tag` (NoticeMsg), from the buffer that
+// belongs to its request. *posted false on -FI_EAGAIN: the caller hands NCCL a NULL request and
+// this is tried again on the retried call. Nobody tests a notice: its request goes back to the
+// pool when it completes.
+Status send_notice(Comm& c, int tag, uint32_t index, uint32_t kind, size_t size, bool* posted) {
+  *posted = false;
+  Request* r = take_request(c, ReqType::kSend, 1);
+  if (r == nullptr) return comm_progress(c);
+  NoticeMsg& m = rdma_of(c).notice_tx[c.pool->index_of(r)];
+  m.magic = kNoticeMagic;
+  m.kind = kind;
+  m.size = size;
+  NF_CHECK(post_bounce(c, r, &m, sizeof(m), rdma_of(c).notice_tx_reg.desc,
+                       c.use_inject && sizeof(m) <= c.inject_size,
+                       eager_tag(c.peer_id, tag) | kTagNoticeBit, index, posted));
+  if (*posted) request_release(r);
+  return Status::kOk;
+}
+
+}  // namespace
+
+Status rdma_post_writes(Comm& c, Request* r) {
+  SharedEp& sep = *c.sep;
+  const size_t total = r->send.size;
+  while (r->posted < r->n) {
+    const int k = r->posted;
+    const size_t off = static_cast<size_t>(k) * r->send.chunk;
+    const size_t len = total - off < r->send.chunk ? total - off : r->send.chunk;
+    const int rail = least_loaded_rail(sep, c.nrails);
+    MemHandle* mh = r->send.mh;
+    void* desc = mh != nullptr ? mh->rail_reg(rail).desc : nullptr;
+    const uint64_t data =
+        sep.wide_imm ? (static_cast<uint64_t>(len) << 32) | r->send.imm : r->send.imm;
+    ssize_t rc =
+        fi_writedata(sep.rail(rail)->ep(), static_cast<uint8_t*>(r->send.buf) + off, len, desc,
+                     data, c.peer_rail[rail], r->send.raddr + off, r->send.rkeys[rail], &r->ops[k]);
+    if (rc == -FI_EAGAIN) return Status::kOk;
+    if (rc != 0) {
+      Status s = fi_fail("fi_writedata", static_cast<int>(rc), c.peer_name.c_str());
+      fail_request(r, s);
+      r->n = r->posted;
+      return s;
+    }
+    r->send.op_rail[k] = static_cast<uint8_t>(rail);
+    r->send.op_len[k] = len;
+    sep.rail_load[rail] += len;
+    if (mh != nullptr) mh->uses.fetch_add(1, std::memory_order_relaxed);
+    ++r->posted;
+    ++r->in_flight;
+  }
+  return Status::kOk;
+}
+
+Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
+  *out = nullptr;
+  std::lock_guard<TicketLock> lock(c.sep->mu);
+  if (!ok(c.sep->failed)) return c.sep->failed;
+  if (!ok(c.failed)) return c.failed;
+  RdmaState& rd = rdma_of(c);
+  if (!ok(rd.error)) return rd.error;
+  if (c.deferred_head != nullptr) {
+    // A send is still being posted; later ones wait for it.
+    NF_CHECK(comm_progress(c));
+    if (c.deferred_head != nullptr) return Status::kOk;
+  }
+  uint32_t* count = rd.sent.get(tag);
+  if (count == nullptr) {
+    NF_WARN("isend to %s: more than %d distinct tags on one connection", c.peer_name.c_str(),
+            kMaxTags);
+    return Status::kInvalidUsage;
+  }
+  const uint32_t index = *count;  // this is message `index` of its tag
+  int i = 0;
+  SendGroup* g = find_entry(rd, tag, index, &i);
+  const bool fits_eager = c.eager_max > 0 && size <= c.eager_max;  // 0: no eager messages
+  if (g == nullptr && !fits_eager) {
+    // Too large to send before the receiver's clear-to-send names the buffer. A receive of only
+    // small buffers sends none by itself: ask for one (once per message), then wait for it.
+    NF_CHECK(comm_progress(c));
+    if (!ok(rd.error)) return rd.error;
+    g = find_entry(rd, tag, index, &i);
+    if (g == nullptr) {
+      if (!rd.wait_valid || rd.wait_tag != tag || rd.wait_index != index) {
+        rd.wait_valid = true;
+        rd.wait_tag = tag;
+        rd.wait_index = index;
+        rd.wait_since = now_ns();
+        rd.rts_sent = false;
+      } else if (!rd.rts_sent && now_ns() - rd.wait_since > kRtsDelayNs) {
+        bool posted = false;
+        NF_CHECK(send_notice(c, tag, index, kNoticeRts, size, &posted));
+        rd.rts_sent = posted;
+      }
+      return Status::kOk;
+    }
+  }
+  if (g != nullptr && size > g->e[i].size) {
+    // The receive cannot take it: tell the receiver (its receive fails too, not hangs), then fail.
+    bool posted = false;
+    NF_CHECK(send_notice(c, tag, index, kNoticeTooLarge, size, &posted));
+    if (!posted) return Status::kOk;
+    NF_WARN("isend of %zu bytes to %s is larger than the receive buffer (%llu bytes)", size,
+            c.peer_name.c_str(), static_cast<unsigned long long>(g->e[i].size));
+    ++*count;
+    mark_sent(rd, g, i);
+    return Status::kInvalidUsage;
+  }
+  if (fits_eager) {
+    // Eager: no CTS yet, or a small message: a copy through the receiver's bounce buffers costs
+    // less than a write.
+    Status s = send_eager(c, data, size, tag, mh, index, out);
+    if (*out == nullptr) return s;
+    ++*count;
+    if (g != nullptr) mark_sent(rd, g, i);
+    return s;
+  }
+
+  // Rendezvous: write into the buffer the CTS named.
+  const CtsEntry& e = g->e[i];
+  if (size > 0 && mh == nullptr && (c.ep->domain().mr_mode() & FI_MR_LOCAL)) {
+    NF_WARN("isend to %s: memory not registered (mhandle NULL)", c.peer_name.c_str());
+    return Status::kInvalidUsage;
+  }
+  size_t nchunks = (size + rd.min_chunk - 1) / rd.min_chunk;
+  if (nchunks < 1) nchunks = 1;
+  if (nchunks > static_cast<size_t>(c.nrails)) nchunks = static_cast<size_t>(c.nrails);
+  // A large message also goes as several writes in flight, on one rail too: the target lands
+  // (and on tcp, receives) one while the next is on its way. Measured on tcp;ofi_rxm with 512 KiB
+  // pieces: 1 MiB at about 1.25 of SENDRECV, 4 MiB 1.7, 16 MiB 1.4; smaller pieces lose at 1 MiB
+  // (256 KiB: 0.9, 128 KiB: 0.6) (docs/performance.md).
+  if (rd.write_chunk > 0 && size > rd.write_chunk) {
+    size_t pieces = (size + rd.write_chunk - 1) / rd.write_chunk;
+    if (pieces > static_cast<size_t>(kMaxGroup)) pieces = kMaxGroup;
+    if (pieces > nchunks) nchunks = pieces;
+  }
+  size_t chunk = (size + nchunks - 1) / nchunks;
+  chunk = (chunk + 127) & ~static_cast<size_t>(127);
+  // No write larger than the provider takes in one (EFA: 1 GiB): more pieces where needed.
+  const size_t max_write = c.max_write_size;
+  if (chunk > max_write) chunk = max_write & ~static_cast<size_t>(127);
+  if (chunk == 0) chunk = 128;
+  nchunks = size == 0 ? 1 : (size + chunk - 1) / chunk;
+  if (nchunks > static_cast<size_t>(kMaxGroup)) {
+    NF_WARN("isend of %zu bytes to %s needs %zu writes of at most %zu bytes; the most is %d", size,
+            c.peer_name.c_str(), nchunks, max_write, kMaxGroup);
+    return Status::kInvalidUsage;
+  }
+  Request* r = take_request(c, ReqType::kSend, static_cast<int>(nchunks));
+  if (r == nullptr) return comm_progress(c);
+  r->send.size = size;
+  r->send.buf = data;
+  r->send.chunk = chunk;
+  r->send.raddr = e.addr;
+  for (int k = 0; k < kMaxRails; ++k) r->send.rkeys[k] = e.key[k];
+  r->send.imm =
+      imm_encode(g->slot, static_cast<uint32_t>(i), static_cast<uint32_t>(nchunks), g->gen);
+  r->send.mh = mh;  // every write of the send counts a use of it (complete_op releases them)
+  Status s = rdma_post_writes(c, r);
+  if (r->posted == 0) {
+    r->send.mh = nullptr;
+    request_release(r);
+    if (!ok(s)) return s;
+    return comm_progress(c);
+  }
+  ++*count;
+  mark_sent(rd, g, i);
+  if (r->posted < r->n && ok(s)) defer(c, r);
+  *out = r;
+  return Status::kOk;
+}
+
+}  // namespace nf
