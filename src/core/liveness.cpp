@@ -351,7 +351,9 @@ class Keeper {
       busy_ = false;
       for (SharedEp* sep : seps_) {
         // The registry lock is held: remove() (and so the endpoint's destruction) waits for us.
-        std::lock_guard<TicketLock> slock(sep->mu);
+        // Politely: NCCL's progress thread is not made to queue behind us (util/ticket_lock.h).
+        sep->mu.lock_politely();
+        std::lock_guard<TicketLock> slock(sep->mu, std::adopt_lock);
         // Idle: nobody else polled it since our last pass (a counter: the data path reads no
         // clock for the keeper's sake).
         if (sep->polls == sep->keeper_polls) {

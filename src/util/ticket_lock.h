@@ -8,9 +8,12 @@
 //   let the progress thread retake the lock the moment it gave it back, so the keeper never got it
 //   and a stopped peer went undetected; here a waiting keeper is served at the next hand-over.
 // - A waiter spins briefly, then yields its CPU (the holder may need it: 2 cores, 3 threads).
+// - But a ticket makes the next holder wait for its owner even while that owner is off its CPU: a
+//   thread that can afford to wait (the keeper) uses lock_politely().
 // BasicLockable (std::lock_guard works); TSan sees the acquire/release pair on serving_.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 
@@ -23,9 +26,26 @@ class TicketLock {
     if (serving_.load(std::memory_order_acquire) == ticket) return;
     wait_for(ticket);
   }
+  // Takes it only when nobody holds it or waits for it: no ticket is taken otherwise, so a caller
+  // that can wait (the keeper) does not make the next holder queue behind it.
+  bool try_lock() noexcept {
+    uint32_t serving = serving_.load(std::memory_order_acquire);
+    return next_.compare_exchange_strong(serving, serving + 1, std::memory_order_acquire,
+                                         std::memory_order_relaxed);
+  }
   // Threads holding or waiting for it now (tests, diagnostics): 0 when free.
   uint32_t queued() const noexcept {
     return next_.load(std::memory_order_relaxed) - serving_.load(std::memory_order_relaxed);
+  }
+  // try_lock a few times, sleeping in between, then queue (fair: it cannot be starved). On an
+  // endpoint NCCL's progress thread keeps busy, a queued keeper cost large tcp transfers 5-7 %
+  // (docs/performance.md).
+  void lock_politely() noexcept {
+    for (int i = 0; i < 64; ++i) {
+      if (try_lock()) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    lock();
   }
   void unlock() noexcept {
     // Only the holder writes serving_.
