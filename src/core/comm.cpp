@@ -68,6 +68,7 @@ Request* take_request(Comm& c, ReqType type, int n) {
         r->recv.sizes[i] = 0;
         r->recv.mhs[i] = nullptr;
       }
+      r->recv.nbufs = static_cast<uint8_t>(n);
       r->recv.slot = UINT32_MAX;
       r->recv.holds_mrs = false;
       break;
@@ -367,7 +368,7 @@ Status request_test(Request* r, int* done, int* sizes) {
           return v > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(v);
         };
         if (r->type == ReqType::kRecv) {
-          for (int i = 0; i < r->n; ++i) sizes[i] = clamp(r->recv.sizes[i]);
+          for (int i = 0; i < r->recv.nbufs; ++i) sizes[i] = clamp(r->recv.sizes[i]);
         } else {
           sizes[0] = r->type == ReqType::kSend ? clamp(r->send.size) : 0;
         }

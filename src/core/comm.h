@@ -83,6 +83,7 @@ struct SendJob {
 // all (the request's only operation); each buffer is filled by the sender's writes or by an eager
 // message copied from a bounce buffer.
 struct RecvJob {
+  uint8_t nbufs;  // buffers (SENDRECV: also its operations; RDMA: its one operation is the CTS)
   void* bufs[kMaxGroup];
   size_t caps[kMaxGroup];
   void* descs[kMaxGroup];
@@ -128,7 +129,8 @@ struct Request {
   uint32_t magic;  // kReqMagic while it belongs to the caller
   ReqType type;
   ReqState state;
-  uint8_t n;          // operations it has (grouped SENDRECV receive: buffers; RDMA send: writes)
+  uint8_t n;          // operations it has (SENDRECV receive: one per buffer; RDMA send: its
+                      // writes; RDMA receive: its clear-to-send, 0 or 1)
   uint8_t posted;     // ... handed to the provider so far (fewer: waiting on the deferred list)
   uint8_t in_flight;  // ... posted and not completed
   Status error;       // kError: why
@@ -334,6 +336,8 @@ inline bool can_inject(const Comm& c, size_t size, const MemHandle* mh) {
   return c.use_inject && size <= c.inject_size && (mh == nullptr || mh->reg.kind == MemKind::kHost);
 }
 Request* take_request(Comm& c, ReqType type, int n);
+// Whether c may still take requests: the endpoint's failure first, then the connection's.
+inline Status comm_usable(const Comm& c) { return !ok(c.sep->failed) ? c.sep->failed : c.failed; }
 void fail_request(Request* r, Status s);
 // The whole connection fails (a provider error no single request owns): one WARN, then every
 // pending and later request of c reports s. Under sep->mu.

@@ -43,7 +43,7 @@ void rdma_retire_recv(Request* r) {
   }
   if (r->recv.holds_mrs) {
     r->recv.holds_mrs = false;
-    for (int i = 0; i < r->n; ++i)
+    for (int i = 0; i < r->recv.nbufs; ++i)
       if (r->recv.mhs[i] != nullptr) r->recv.mhs[i]->uses.fetch_sub(1, std::memory_order_release);
   }
   remove_active(rdma_of(c), r);
@@ -72,7 +72,7 @@ void fail_recv(Request* r, Status s) {
 bool find_buffer(RdmaState& rd, int32_t tag, uint32_t index, Request** out, int* entry) {
   for (int a = 0; a < rd.n_active; ++a) {
     Request* r = rd.active[a];
-    for (int i = 0; i < r->n; ++i) {
+    for (int i = 0; i < r->recv.nbufs; ++i) {
       if (static_cast<int32_t>(r->recv.tags[i]) == tag && r->recv.index[i] == index) {
         *out = r;
         *entry = i;
@@ -131,12 +131,12 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
   CtsMsg m;  // only the header and the first n entries are filled and sent
   m.h.magic = kCtsMagic;
   m.h.version = kWireVersion;
-  m.h.n = r->n;
+  m.h.n = r->recv.nbufs;
   m.h.nrails = static_cast<uint8_t>(c.nrails);
   m.h.slot = static_cast<uint16_t>(r->recv.slot);
   m.h.gen = r->recv.gen;
   m.h.reserved = 0;
-  for (int i = 0; i < r->n; ++i) {
+  for (int i = 0; i < r->recv.nbufs; ++i) {
     CtsEntry& e = m.e[i];
     MemHandle* mh = r->recv.mhs[i];
     e.tag = static_cast<int32_t>(r->recv.tags[i]);
@@ -149,10 +149,10 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
   }
   switch (rd.cts_fault) {
     case kFaultAddr:
-      for (int i = 0; i < r->n; ++i) m.e[i].addr += 1ull << 40;
+      for (int i = 0; i < r->recv.nbufs; ++i) m.e[i].addr += 1ull << 40;
       break;
     case kFaultKey:
-      for (int i = 0; i < r->n; ++i)
+      for (int i = 0; i < r->recv.nbufs; ++i)
         for (int k = 0; k < c.nrails; ++k) m.e[i].key[k] ^= 0x5a5a5a5a;
       break;
     default: break;
@@ -183,7 +183,7 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
   }
   // posted/in_flight count the CTS send only: the request completes through rdma_on_cts_sent,
   // rdma_on_write and the eager path.
-  r->posted = injected ? 0 : 1;
+  r->n = r->posted = injected ? 0 : 1;  // its one operation, unless injected
   r->in_flight = injected ? 0 : 1;
   *sent = true;
   return Status::kOk;
@@ -304,7 +304,7 @@ void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   ++c.events;
   const size_t len = sep.wide_imm ? static_cast<size_t>(e.data >> 32) : e.len;
   const char* bad = nullptr;
-  if (i.entry >= r->n)
+  if (i.entry >= r->recv.nbufs)
     bad = "names a buffer the receive does not have";
   else if (r->recv.entry_done[i.entry])
     bad = "lands in a buffer already complete";
@@ -344,8 +344,7 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
                   MemHandle* const* mhs, Request** out) {
   *out = nullptr;
   std::lock_guard<TicketLock> lock(c.sep->mu);
-  if (!ok(c.sep->failed)) return c.sep->failed;
-  if (!ok(c.failed)) return c.failed;
+  if (Status s = comm_usable(c); !ok(s)) return s;
   RdmaState& rd = rdma_of(c);
   if (rd.n_active >= kActiveRecvs) return comm_progress(c);
   // Each buffer's per-tag index; the counters move only once the receive is posted.
@@ -379,6 +378,7 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
     }
   }
   Request* r = take_request(c, ReqType::kRecv, n);
+  r->n = 0;  // its operations: the clear-to-send, once sent (send_cts); the buffers are nbufs
   if (r == nullptr) return comm_progress(c);
   r->recv.slot = UINT32_MAX;
   r->recv.entries_left = static_cast<uint8_t>(n);

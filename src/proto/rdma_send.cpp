@@ -222,8 +222,7 @@ Status rdma_post_writes(Comm& c, Request* r) {
 Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
   *out = nullptr;
   std::lock_guard<TicketLock> lock(c.sep->mu);
-  if (!ok(c.sep->failed)) return c.sep->failed;
-  if (!ok(c.failed)) return c.failed;
+  if (Status s = comm_usable(c); !ok(s)) return s;
   RdmaState& rd = rdma_of(c);
   if (!ok(rd.error)) return rd.error;
   if (c.deferred_head != nullptr) {

@@ -42,8 +42,7 @@ Status post_recvs(Comm& c, Request* r) {
 Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
   *out = nullptr;
   std::lock_guard<TicketLock> lock(c.sep->mu);
-  if (!ok(c.sep->failed)) return c.sep->failed;
-  if (!ok(c.failed)) return c.failed;
+  if (Status s = comm_usable(c); !ok(s)) return s;
   Request* r = take_request(c, ReqType::kSend, 1);
   if (r == nullptr) {
     // Every request is out: reap completions; NCCL asks again.
@@ -85,8 +84,7 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
                 MemHandle* const* mhs, Request** out) {
   *out = nullptr;
   std::lock_guard<TicketLock> lock(c.sep->mu);
-  if (!ok(c.sep->failed)) return c.sep->failed;
-  if (!ok(c.failed)) return c.failed;
+  if (Status s = comm_usable(c); !ok(s)) return s;
   if (c.deferred_head != nullptr) {
     // An earlier grouped receive is still being posted; this one must come after it.
     NF_CHECK(comm_progress(c));
