@@ -30,6 +30,14 @@ constexpr uint64_t kCloseWaitFailedNs = 100000000ull;
 // for this long (a peer that closed, or never sends, leaves them empty).
 constexpr uint64_t kCloseQuietNs = 200000000ull;
 
+// Whether the provider still holds an operation of a request of this pool.
+bool in_provider(Pool<Request>& pool) {
+  bool any = false;
+  pool.for_each(
+      [&](Request* r) { any = any || (r->state != ReqState::kFree && r->in_flight != 0); });
+  return any;
+}
+
 }  // namespace
 
 Request* take_request(Comm& c, ReqType type, int n) {
@@ -210,10 +218,7 @@ bool Comm::close_wait() {
     for (int pass = 0; pass < 64; ++pass)
       if (!ok(comm_progress(*this))) break;
   }
-  busy = false;
-  pool->for_each([&](Request* r) {
-    if (r->state != ReqState::kFree && r->in_flight != 0) busy = true;
-  });
+  busy = in_provider(*pool);
   if (busy) {
     const double waited = static_cast<double>(now_ns() - start) / 1e9;
     if (ok(failed) && !sep->kept_warned) {
@@ -253,21 +258,10 @@ Comm::~Comm() {
       if (r->state != ReqState::kFree && r->in_flight != 0)
         for (int i = 0; i < r->posted; ++i) fi_cancel(&ep->ep()->fid, &r->ops[i]);
     });
-    for (int pass = 0; pass < 64; ++pass) {
-      bool left = false;
-      if (!ok(comm_progress(*this))) break;
-      pool->for_each([&](Request* r) {
-        if (r->state != ReqState::kFree && r->in_flight != 0) left = true;
-      });
-      if (!left) break;
-    }
+    for (int pass = 0; pass < 64; ++pass)
+      if (!ok(comm_progress(*this)) || !in_provider(*pool)) break;
   }
-  bool zombie = busy;
-  if (pool && role == CommRole::kListen) {
-    pool->for_each([&](Request* r) {
-      if (r->state != ReqState::kFree && r->in_flight != 0) zombie = true;
-    });
-  }
+  const bool zombie = busy || (pool && role == CommRole::kListen && in_provider(*pool));
   if (pool && zombie) {
     // The provider still holds some of our operations: their memory lives on until it gives
     // them back (SharedEp::sweep_zombies).
@@ -439,8 +433,7 @@ Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Reques
     return fi_fail(send ? "fi_tsend(handshake)" : "fi_trecv(handshake)", static_cast<int>(rc),
                    c.peer_name.c_str());
   }
-  r->posted = 1;
-  r->in_flight = 1;
+  op_posted(r, nullptr);
   *out = r;
   return Status::kOk;
 }

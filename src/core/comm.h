@@ -266,10 +266,9 @@ struct Comm {
   uint32_t peer_id = 0;  // the peer comm's: what our sends carry
   std::unique_ptr<Pool<Request>> pool;
   fi_addr_t peer = FI_ADDR_UNSPEC;
-  std::string peer_name;           // printable peer address, for messages
-  Params params;                   // the creating context's snapshot: accept has no context
-  uint8_t proto = kProtoSendRecv;  // negotiated in the handshake
-  const Protocol* protocol = &kSendRecvProtocol;  // its table: protocol_for(proto)
+  std::string peer_name;  // printable peer address, for messages
+  Params params;          // the creating context's snapshot: accept has no context
+  const Protocol* protocol = &kSendRecvProtocol;  // negotiated in the handshake (protocol_for)
   uint8_t offered = kProtoSendRecv;  // what this side accepts (connect's offer, listener's choice)
   int nrails = 1;                    // rails of this connection (RDMA), <= sep->nrails
   fi_addr_t peer_rail[kMaxRails] = {FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC};
@@ -336,6 +335,14 @@ inline bool can_inject(const Comm& c, size_t size, const MemHandle* mh) {
   return c.use_inject && size <= c.inject_size && (mh == nullptr || mh->reg.kind == MemKind::kHost);
 }
 Request* take_request(Comm& c, ReqType type, int n);
+// One of r's operations was handed to the provider: it is in flight, and so is its use of the
+// registration mh (nullptr: none), which complete_op gives back. Its twin for the end of an
+// operation is op_over (endpoint.cpp).
+inline void op_posted(Request* r, MemHandle* mh) {
+  if (mh != nullptr) mh->uses.fetch_add(1, std::memory_order_relaxed);
+  ++r->posted;
+  ++r->in_flight;
+}
 // Whether c may still take requests: the endpoint's failure first, then the connection's.
 inline Status comm_usable(const Comm& c) { return !ok(c.sep->failed) ? c.sep->failed : c.failed; }
 void fail_request(Request* r, Status s);

@@ -164,12 +164,13 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
     } else {
       const ConnectMsg& cm = l.ctrl->connect;
       const uint8_t common = cm.proto.protocols & l.offered;
-      l.proto = (common & kProtoRdma) ? kProtoRdma : kProtoSendRecv;
+      uint8_t chosen = (common & kProtoRdma) ? kProtoRdma : kProtoSendRecv;
       // The recv comm's eager bounce buffers stay posted: past the endpoint's budget, SENDRECV.
-      if (l.proto == kProtoRdma && !reserve_persistent(l, protocol_for(kProtoRdma).persistent_recv,
-                                                       (common & kProtoSendRecv) == 0))
-        l.proto = kProtoSendRecv;
-      const int nrails = l.proto == kProtoRdma
+      if (chosen == kProtoRdma && !reserve_persistent(l, protocol_for(kProtoRdma).persistent_recv,
+                                                      (common & kProtoSendRecv) == 0))
+        chosen = kProtoSendRecv;
+      l.protocol = &protocol_for(chosen);
+      const int nrails = chosen == kProtoRdma
                              ? (cm.proto.nrails < l.sep->nrails ? cm.proto.nrails : l.sep->nrails)
                              : 1;
       NF_CHECK(l.sep->insert_peer(cm.addr, cm.addr_len, &l.peer));
@@ -177,7 +178,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       l.peer_id = cm.sender_id;
       // With GPUDirect, NCCL's receive buffers are GPU memory: an eager message would have to be
       // copied out of a bounce buffer by the CPU, so every message is written by the NIC.
-      l.eager_max = l.proto == kProtoRdma && !l.ep->domain().gdr()
+      l.eager_max = chosen == kProtoRdma && !l.ep->domain().gdr()
                         ? static_cast<uint32_t>(params.get_int(ParamId::kEagerMax))
                         : 0;
       // Our rail addresses, in our address length: the peer's may differ (shm names carry the
@@ -185,7 +186,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
       NF_CHECK(rail_addresses(l, l.handle.addr_len, rails));
       encode_ack(cm, AckStatus::kOk, &l.ctrl->ack);
-      encode_proto(l.proto, static_cast<uint8_t>(nrails), l.eager_max, l.handle.addr_len, rails,
+      encode_proto(chosen, static_cast<uint8_t>(nrails), l.eager_max, l.handle.addr_len, rails,
                    &l.ctrl->ack.proto);
       NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(l.peer_id, kCtrlAck),
                          &l.ctrl_send));
@@ -223,10 +224,9 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->peer = l.peer;
       rc->peer_name = rc->ep->address_text(rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
       rc->handle = l.handle;
-      rc->proto = l.proto;
       rc->persistent_reserve = l.persistent_reserve;  // the accepted comm keeps the reservation
       l.persistent_reserve = 0;
-      rc->protocol = &protocol_for(rc->proto);
+      rc->protocol = l.protocol;
       rc->offered = l.offered;
       rc->nrails = l.nrails;
       for (int k = 0; k < kMaxRails; ++k) rc->peer_rail[k] = l.peer_rail[k];
@@ -341,9 +341,8 @@ Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
             c.sep->nrails);
         return Status::kRemoteError;
       }
-      c.proto = p.protocols;
-      c.protocol = &protocol_for(c.proto);
-      if (c.proto != kProtoRdma) release_persistent(c);  // the listener chose SENDRECV
+      c.protocol = &protocol_for(p.protocols);
+      if (p.protocols != kProtoRdma) release_persistent(c);  // the listener chose SENDRECV
       NF_CHECK(insert_rails(c, p, p.nrails));
       c.eager_max = p.eager_max;
       NF_CHECK(c.protocol->setup(c));

@@ -29,9 +29,7 @@ Status post_flush(Comm& c, Request* r) {
     fail_request(r, s);
     return s;
   }
-  mh->uses.fetch_add(1, std::memory_order_relaxed);
-  r->posted = 1;
-  r->in_flight = 1;
+  op_posted(r, mh);
   return Status::kOk;
 }
 

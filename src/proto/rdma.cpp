@@ -85,8 +85,7 @@ Status rdma_post_persistent(Comm& c, Request* r) {
     return Status::kOk;
   }
   if (rc != 0) return fi_fail("fi_trecv(rdma buffer)", static_cast<int>(rc), c.peer_name.c_str());
-  r->posted = 1;
-  r->in_flight = 1;
+  op_posted(r, nullptr);
   r->state = ReqState::kPending;
   return Status::kOk;
 }

@@ -183,8 +183,10 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
   }
   // posted/in_flight count the CTS send only: the request completes through rdma_on_cts_sent,
   // rdma_on_write and the eager path.
-  r->n = r->posted = injected ? 0 : 1;  // its one operation, unless injected
-  r->in_flight = injected ? 0 : 1;
+  if (!injected) {
+    r->n = 1;  // its one operation (an injected CTS reports no completion: none)
+    op_posted(r, nullptr);
+  }
   *sent = true;
   return Status::kOk;
 }

@@ -125,8 +125,8 @@ constexpr uint64_t kRtsDelayNs = 100000000;
 // message or a notice), tag t, the message's per-tag index as CQ data; fi_tinjectdata when `inject`
 // (done at once), else fi_tsenddata. On failure r goes back to the pool and *posted stays false
 // (-FI_EAGAIN: not an error; NCCL calls again).
-Status post_bounce(Comm& c, Request* r, const void* data, size_t size, void* desc, bool inject,
-                   uint64_t t, uint32_t index, bool* posted) {
+Status post_bounce(Comm& c, Request* r, const void* data, size_t size, void* desc, MemHandle* mh,
+                   bool inject, uint64_t t, uint32_t index, bool* posted) {
   *posted = false;
   r->send.size = size;
   ssize_t rc = inject ? fi_tinjectdata(c.ep->ep(), data, size, index, c.peer, t)
@@ -140,8 +140,8 @@ Status post_bounce(Comm& c, Request* r, const void* data, size_t size, void* des
   if (inject) {
     r->state = ReqState::kDone;
   } else {
-    r->posted = 1;
-    r->in_flight = 1;
+    r->send.mh = mh;  // its use is given back by complete_op
+    op_posted(r, mh);
   }
   *posted = true;
   return Status::kOk;
@@ -155,13 +155,9 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
   if (r == nullptr) return comm_progress(c);
   const bool inject = can_inject(c, size, mh);
   bool posted = false;
-  NF_CHECK(post_bounce(c, r, data, size, mh != nullptr ? mh->reg.desc : nullptr, inject,
+  NF_CHECK(post_bounce(c, r, data, size, mh != nullptr ? mh->reg.desc : nullptr, mh, inject,
                        eager_tag(c.peer_id, tag), index + rdma_of(c).eager_skew, &posted));
   if (!posted) return Status::kOk;
-  if (!inject && mh != nullptr) {
-    r->send.mh = mh;  // released by complete_op
-    mh->uses.fetch_add(1, std::memory_order_relaxed);
-  }
   *out = r;
   return Status::kOk;
 }
@@ -178,7 +174,7 @@ Status send_notice(Comm& c, int tag, uint32_t index, uint32_t kind, size_t size,
   m.magic = kNoticeMagic;
   m.kind = kind;
   m.size = size;
-  NF_CHECK(post_bounce(c, r, &m, sizeof(m), rdma_of(c).notice_tx_reg.desc,
+  NF_CHECK(post_bounce(c, r, &m, sizeof(m), rdma_of(c).notice_tx_reg.desc, nullptr,
                        c.use_inject && sizeof(m) <= c.inject_size,
                        eager_tag(c.peer_id, tag) | kTagNoticeBit, index, posted));
   if (*posted) request_release(r);
@@ -212,9 +208,7 @@ Status rdma_post_writes(Comm& c, Request* r) {
     r->send.op_rail[k] = static_cast<uint8_t>(rail);
     r->send.op_len[k] = len;
     sep.rail_load[rail] += len;
-    if (mh != nullptr) mh->uses.fetch_add(1, std::memory_order_relaxed);
-    ++r->posted;
-    ++r->in_flight;
+    op_posted(r, mh);
   }
   return Status::kOk;
 }

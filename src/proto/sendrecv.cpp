@@ -32,9 +32,7 @@ Status post_recvs(Comm& c, Request* r) {
       r->n = r->posted;  // what was never posted will never complete
       return s;
     }
-    if (j.mhs[i] != nullptr) j.mhs[i]->uses.fetch_add(1, std::memory_order_relaxed);
-    ++r->posted;
-    ++r->in_flight;
+    op_posted(r, j.mhs[i]);
   }
   return Status::kOk;
 }
@@ -64,14 +62,10 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
   } else {
     void* desc = mh != nullptr ? mh->reg.desc : nullptr;
     rc = fi_tsend(c.ep->ep(), data, size, desc, c.peer, t, &r->ops[0]);
-    if (rc == 0 && mh != nullptr) {
-      r->send.mh = mh;
-      mh->uses.fetch_add(1, std::memory_order_relaxed);
-    }
   }
   if (rc == 0) {
-    r->posted = 1;
-    r->in_flight = 1;
+    r->send.mh = mh;  // its use is given back by complete_op
+    op_posted(r, mh);
     *out = r;
     return Status::kOk;
   }
