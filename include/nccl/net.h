@@ -7,6 +7,7 @@
 #include "net_common.h"
 #include "net_v10.h"
 #include "net_v11.h"
+#include "net_v12.h"
 #include "net_v6.h"
 #include "net_v7.h"
 #include "net_v8.h"

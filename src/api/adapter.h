@@ -58,7 +58,7 @@ void fill_v9(int dev, const DeviceProps& d, P* p) {
   p->regIsGlobal = d.reg_is_global;
   p->forceFlush = d.force_flush;
   p->vProps.ndevs = 1;
-  for (int i = 0; i < NCCL_NET_MAX_DEVS_PER_NIC; ++i) p->vProps.devs[i] = 0;
+  for (int& slot : p->vProps.devs) slot = 0;  // 4 slots before v12, 8 in v12
   p->vProps.devs[0] = dev;
   p->maxP2pBytes = d.max_p2p_bytes;
   p->maxCollBytes = d.max_coll_bytes;

@@ -348,8 +348,8 @@ TEST_CASE("32 requests in flight on several comms at once, matched in order",
   }
 }
 
-TEST_CASE("every ABI version from v6 to v11 moves data", "[plugin][abi]") {
-  for (int v = 6; v <= 11; ++v) {
+TEST_CASE("every ABI version from v6 to v12 moves data", "[plugin][abi]") {
+  for (int v = 6; v <= 12; ++v) {
     PairOptions opt;
     opt.provider = "tcp;ofi_rxm";
     opt.abi_version = v;

@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -58,12 +59,12 @@ PairOptions speed_options(const std::string& provider, const char* speed = "",
 }
 }  // namespace
 
-TEST_CASE("the net library exports only ncclNetPlugin_v6..v11 and ncclTunerPlugin_v2..v6",
+TEST_CASE("the net library exports only ncclNetPlugin_v6..v12 and ncclTunerPlugin_v2..v6",
           "[plugin][symbols]") {
   const std::set<std::string> expected = {
       "ncclNetPlugin_v6",   "ncclNetPlugin_v7",   "ncclNetPlugin_v8",   "ncclNetPlugin_v9",
-      "ncclNetPlugin_v10",  "ncclNetPlugin_v11",  "ncclTunerPlugin_v2", "ncclTunerPlugin_v3",
-      "ncclTunerPlugin_v4", "ncclTunerPlugin_v5", "ncclTunerPlugin_v6"};
+      "ncclNetPlugin_v10",  "ncclNetPlugin_v11",  "ncclNetPlugin_v12",  "ncclTunerPlugin_v2",
+      "ncclTunerPlugin_v3", "ncclTunerPlugin_v4", "ncclTunerPlugin_v5", "ncclTunerPlugin_v6"};
   CHECK(exported(plugin_path()) == expected);
 }
 
@@ -79,7 +80,7 @@ TEST_CASE("the tuner library exports only ncclTunerPlugin_v2..v6", "[plugin][sym
 
 TEST_CASE("each version's table is complete where NCCL calls it and NULL where it must be",
           "[plugin][symbols]") {
-  for (int v = 6; v <= 11; ++v) {
+  for (int v = 6; v <= 12; ++v) {
     INFO("v" << v);
     nfc::NetPlugin p;
     std::string err;
@@ -111,7 +112,49 @@ TEST_CASE("each version's table is complete where NCCL calls it and NULL where i
       CHECK(t11->makeVDevice == nullptr);  // no NIC fusion yet
       CHECK(t11->setNetAttr == nullptr);
     }
+    if (v == 12) {
+      const auto* t12 = static_cast<const ncclNet_v12_t*>(p.table());
+      CHECK(t12->finalize != nullptr);
+      CHECK(t12->getDeviceMr == nullptr);
+      CHECK(t12->irecvConsumed == nullptr);
+      CHECK(t12->makeVDevice == nullptr);
+      CHECK(t12->setNetAttr == nullptr);
+    }
   }
+}
+
+TEST_CASE("v12 getProperties: eight vProps slots, maxP2pBytes at its new offset, ids undefined",
+          "[plugin][props][v12]") {
+  // In a child, as every test that initializes the plugin: the parent must not find devices.
+  PairOptions opt;
+  opt.provider = "tcp;ofi_rxm";
+  opt.abi_version = 12;
+  std::string log;
+  CHECK(run_single(
+      opt,
+      [&](nfc::NetPlugin& p) {
+        CHILD_CHECK(p.version() == 12, "loaded v%d", p.version());
+        ncclNetProperties_v12_t props;
+        memset(&props, 0x5a, sizeof(props));  // every byte the plugin leaves is visible
+        const auto* t12 = static_cast<const ncclNet_v12_t*>(p.table());
+        CHILD_CHECK(t12->getProperties(0, &props) == ncclSuccess, "getProperties");
+        CHILD_CHECK(props.vProps.ndevs == 1, "ndevs %d", props.vProps.ndevs);
+        for (int i = 0; i < NCCL_NET_MAX_DEVS_PER_NIC_V12; ++i)
+          CHILD_CHECK(props.vProps.devs[i] == 0, "devs[%d] = %d", i, props.vProps.devs[i]);
+        CHILD_CHECK(props.maxP2pBytes > 0 && props.maxP2pBytes <= (1ull << 40), "maxP2pBytes %zu",
+                    props.maxP2pBytes);
+        CHILD_CHECK(props.maxCollBytes > 0, "maxCollBytes %zu", props.maxCollBytes);
+        CHILD_CHECK(props.maxMultiRequestSize == 1, "maxMultiRequestSize %d",
+                    props.maxMultiRequestSize);
+        CHILD_CHECK(props.railId == NCCL_NET_ID_UNDEF, "railId %d", props.railId);
+        CHILD_CHECK(props.planeId == NCCL_NET_ID_UNDEF, "planeId %d", props.planeId);
+        nfc::NetProps via_loader;
+        CHILD_CHECK(p.properties(0, &via_loader) == ncclSuccess, "properties");
+        CHILD_CHECK(via_loader.max_p2p_bytes == props.maxP2pBytes, "loader read %zu",
+                    via_loader.max_p2p_bytes);
+        return 0;
+      },
+      &log));
 }
 
 TEST_CASE("getProperties reports honest, NCCL-valid values", "[plugin][props]") {

@@ -73,7 +73,7 @@ run "bad factor" 2 "-f needs" -f 1
 run "bad iteration count" 2 "-n needs" -n 0
 run "bad window" 2 "--window must be" --window 33
 run "bad test name" 2 "unknown test 'foo'" -t foo
-run "--abi out of range" 2 "--abi needs" --abi 12
+run "--abi out of range" 2 "--abi needs" --abi 13
 run "--plugin without a path" 2 "--plugin needs a path" --plugin
 run "--no-raw with --raw-only" 2 "exclude each other" --no-raw --raw-only
 run "bad --protocol value" 2 "unknown protocol 'tcp' for --protocol" --protocol sendrecv,tcp
@@ -101,7 +101,7 @@ NOT_PLUGIN=${NF_MOCKPROV_LIB:-}
 if [ -z "$NOT_PLUGIN" ] || [ ! -r "$NOT_PLUGIN" ]; then
   NOT_PLUGIN=$(ldd "$TOOL" | awk '/libc\.so/ {print $3; exit}')
 fi
-run "shared object that is not a plugin" 1 "exports no ncclNetPlugin_v6..v11" \
+run "shared object that is not a plugin" 1 "exports no ncclNetPlugin_v6..v12" \
     --plugin "$NOT_PLUGIN" --provider "$PROVIDER" --timeout 20
 run "plugin init failing" 1 "init returned" --plugin "$PLUGIN" --provider no-such-provider \
     --no-raw -n 1 --timeout 20
@@ -120,7 +120,7 @@ if run "sweep over loopback with -c (--csv)" 0 '' --plugin "$PLUGIN" --provider 
   [ "$(head -n 1 "$CSV")" = "$header" ] || failed "CSV header is '$(head -n 1 "$CSV")'"
   # 3 tests x 5 sizes (8, 64, 512, 4K, 32K) x 2 modes, each with a time, a bandwidth, CPU
   # figures, the data check on, and plugin rows with their ratio to raw.
-  bad=$(check_csv "$CSV" "lat bw bibw" 30 11)
+  bad=$(check_csv "$CSV" "lat bw bibw" 30 12)
   if [ -z "$bad" ]; then pass "CSV: 30 rows, every test, mode and size, all fields sane"
   else failed "CSV content:"; echo "$bad" | head -n 10; fi
 fi
@@ -150,7 +150,7 @@ if run "--protocol sendrecv,rdma with -c (--csv)" 0 '' --plugin "$PLUGIN" --prov
     awk -F, -v OFS=, -v m="plugin:$proto" \
         'NR == 1 || $2 == "raw" { print; next } $2 == m { $2 = "plugin"; print }' \
         "$PCSV" > "$TMP/proto-$proto.csv"
-    bad=$(check_csv "$TMP/proto-$proto.csv" "lat bw" 20 11)
+    bad=$(check_csv "$TMP/proto-$proto.csv" "lat bw" 20 12)
     if [ -z "$bad" ]; then pass "--protocol: plugin:$proto rows and raw: every test and size, ratios, sane"
     else failed "--protocol: plugin:$proto CSV content:"; echo "$bad" | head -n 10; fi
   done
@@ -175,7 +175,7 @@ if run "--comms 2 --group 2 with -c (table and --json=FILE)" 0 '^  bibw +4 KiB +
 import json, sys
 d = json.load(open(sys.argv[1]))
 rows = d["results"]
-assert d["comms"] == 2 and d["group"] == 2 and d["plugin"]["abi"] == 11, d
+assert d["comms"] == 2 and d["group"] == 2 and d["plugin"]["abi"] == 12, d
 assert len(rows) == 4, rows
 assert {(r["test"], r["mode"]) for r in rows} == {("bw", "plugin"), ("bw", "raw"), ("bibw", "plugin"), ("bibw", "raw")}
 for r in rows:

@@ -20,6 +20,7 @@ const T* as(const void* p) {
 // Calls member `m` with `args` on whichever table version is loaded (members of the same name).
 #define NFC_DISPATCH(m, ...)                                   \
   switch (version_) {                                          \
+    case 12: return as<ncclNet_v12_t>(table_)->m(__VA_ARGS__); \
     case 11: return as<ncclNet_v11_t>(table_)->m(__VA_ARGS__); \
     case 10: return as<ncclNet_v10_t>(table_)->m(__VA_ARGS__); \
     case 9: return as<ncclNet_v9_t>(table_)->m(__VA_ARGS__);   \
@@ -101,7 +102,7 @@ bool NetPlugin::load(const std::string& path, int version, std::string* err) {
     *err = "cannot load " + path + ": " + (e ? e : "unknown error");
     return false;
   }
-  for (int v = 11; v >= 6; --v) {
+  for (int v = 12; v >= 6; --v) {
     if (version != 0 && v != version) continue;
     std::string sym = "ncclNetPlugin_v" + std::to_string(v);
     if (void* t = dlsym(lib_, sym.c_str())) {
@@ -112,7 +113,7 @@ bool NetPlugin::load(const std::string& path, int version, std::string* err) {
   }
   *err = path + " exports no " +
          (version ? "ncclNetPlugin_v" + std::to_string(version)
-                  : std::string("ncclNetPlugin_v6..v11")) +
+                  : std::string("ncclNetPlugin_v6..v12")) +
          " symbol: not an NCCL net plugin, or one too old for NCCL 2.28";
   return false;
 }
@@ -121,6 +122,9 @@ const char* NetPlugin::name() const { return as<ncclNet_v6_t>(table_)->name; }
 
 ncclResult_t NetPlugin::init() {
   switch (version_) {
+    case 12:
+      config_.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+      return as<ncclNet_v12_t>(table_)->init(&ctx_, 0x1234, &config_, stderr_logger, nullptr);
     case 11:
       // NCCL always passes a config (trafficClass undefined unless the application set one);
       // plugins may read it without a NULL check (the reference plugin does).
@@ -133,8 +137,9 @@ ncclResult_t NetPlugin::init() {
 }
 
 ncclResult_t NetPlugin::finalize() {
-  if (version_ != 11) return ncclSuccess;
-  ncclResult_t r = as<ncclNet_v11_t>(table_)->finalize(ctx_);
+  if (version_ < 11) return ncclSuccess;
+  ncclResult_t r = version_ == 12 ? as<ncclNet_v12_t>(table_)->finalize(ctx_)
+                                  : as<ncclNet_v11_t>(table_)->finalize(ctx_);
   ctx_ = nullptr;
   return r;
 }
@@ -144,6 +149,15 @@ ncclResult_t NetPlugin::devices(int* ndev) { NFC_DISPATCH(devices, ndev); }
 ncclResult_t NetPlugin::properties(int dev, NetProps* out) {
   ncclResult_t r;
   switch (version_) {
+    case 12: {
+      ncclNetProperties_v12_t p;
+      if ((r = as<ncclNet_v12_t>(table_)->getProperties(dev, &p)) != ncclSuccess) return r;
+      copy_base(p, out);
+      out->max_p2p_bytes = p.maxP2pBytes;
+      out->rail_id = p.railId;
+      out->plane_id = p.planeId;
+      return r;
+    }
     case 11: {
       ncclNetProperties_v11_t p;
       if ((r = as<ncclNet_v11_t>(table_)->getProperties(dev, &p)) != ncclSuccess) return r;
@@ -190,6 +204,7 @@ ncclResult_t NetPlugin::properties(int dev, NetProps* out) {
 }
 
 ncclResult_t NetPlugin::listen(int dev, void* handle, void** comm) {
+  if (version_ == 12) return as<ncclNet_v12_t>(table_)->listen(ctx_, dev, handle, comm);
   if (version_ == 11) return as<ncclNet_v11_t>(table_)->listen(ctx_, dev, handle, comm);
   if (version_ == 10) return as<ncclNet_v10_t>(table_)->listen(dev, handle, comm);
   NFC_DISPATCH_V9(listen, dev, handle, comm);
@@ -198,6 +213,10 @@ ncclResult_t NetPlugin::listen(int dev, void* handle, void** comm) {
 ncclResult_t NetPlugin::connect(int dev, void* handle, void** comm) {
   // NCCL hands a host plugin a pointer to a NULL device handle.
   switch (version_) {
+    case 12: {
+      ncclNetDeviceHandle_v12_t* dh = nullptr;
+      return as<ncclNet_v12_t>(table_)->connect(ctx_, dev, handle, comm, &dh);
+    }
     case 11: {
       ncclNetDeviceHandle_v11_t* dh = nullptr;
       return as<ncclNet_v11_t>(table_)->connect(ctx_, dev, handle, comm, &dh);
@@ -226,6 +245,10 @@ ncclResult_t NetPlugin::connect(int dev, void* handle, void** comm) {
 
 ncclResult_t NetPlugin::accept(void* lc, void** comm) {
   switch (version_) {
+    case 12: {
+      ncclNetDeviceHandle_v12_t* dh = nullptr;
+      return as<ncclNet_v12_t>(table_)->accept(lc, comm, &dh);
+    }
     case 11: {
       ncclNetDeviceHandle_v11_t* dh = nullptr;
       return as<ncclNet_v11_t>(table_)->accept(lc, comm, &dh);
@@ -258,6 +281,7 @@ ncclResult_t NetPlugin::reg_mr(void* comm, void* data, size_t size, int type, vo
     return as<ncclNet_v6_t>(table_)->regMr(comm, data, static_cast<int>(size), type, mh);
   }
   switch (version_) {
+    case 12: return as<ncclNet_v12_t>(table_)->regMr(comm, data, size, type, mh);
     case 11: return as<ncclNet_v11_t>(table_)->regMr(comm, data, size, type, mh);
     case 10: return as<ncclNet_v10_t>(table_)->regMr(comm, data, size, type, mh);
     case 9: return as<ncclNet_v9_t>(table_)->regMr(comm, data, size, type, mh);
@@ -274,6 +298,7 @@ ncclResult_t NetPlugin::dereg_mr(void* comm, void* mh) { NFC_DISPATCH(deregMr, c
 
 ncclResult_t NetPlugin::isend(void* comm, void* data, size_t size, int tag, void* mh, void** req) {
   switch (version_) {
+    case 12: return as<ncclNet_v12_t>(table_)->isend(comm, data, size, tag, mh, nullptr, req);
     case 11: return as<ncclNet_v11_t>(table_)->isend(comm, data, size, tag, mh, nullptr, req);
     case 10: return as<ncclNet_v10_t>(table_)->isend(comm, data, size, tag, mh, nullptr, req);
     case 9: return as<ncclNet_v9_t>(table_)->isend(comm, data, size, tag, mh, req);
@@ -293,6 +318,7 @@ ncclResult_t NetPlugin::isend(void* comm, void* data, size_t size, int tag, void
 ncclResult_t NetPlugin::irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs,
                               void** req) {
   switch (version_) {
+    case 12: return as<ncclNet_v12_t>(table_)->irecv(comm, n, data, sizes, tags, mhs, nullptr, req);
     case 11: return as<ncclNet_v11_t>(table_)->irecv(comm, n, data, sizes, tags, mhs, nullptr, req);
     case 10: return as<ncclNet_v10_t>(table_)->irecv(comm, n, data, sizes, tags, mhs, nullptr, req);
     case 9: return as<ncclNet_v9_t>(table_)->irecv(comm, n, data, sizes, tags, mhs, req);

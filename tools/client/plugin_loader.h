@@ -1,4 +1,4 @@
-// Loads any NCCL net plugin (ours or another) and calls it through its ABI, v6 to v11, the way
+// Loads any NCCL net plugin (ours or another) and calls it through its ABI, v6 to v12, the way
 // NCCL 2.28.9 does: the newest symbol wins unless a version is asked for.
 #pragma once
 #include <cstddef>
@@ -21,6 +21,8 @@ struct NetProps {
   int max_comms = 0;
   int max_recvs = 1;
   size_t max_p2p_bytes = 0;
+  int rail_id = -1;  // v12: NCCL_NET_ID_UNDEF when not known, and before v12
+  int plane_id = -1;
 };
 
 // Where the plugin's log goes: by default stderr, filtered by NCCL_DEBUG; with a sink, every WARN
@@ -40,8 +42,8 @@ class NetPlugin {
   int version() const { return version_; }
   const char* name() const;
 
-  ncclResult_t init();      // v11: a context of our own; older: the process-wide init
-  ncclResult_t finalize();  // v11 only; a no-op before
+  ncclResult_t init();      // v11+: a context of our own; older: the process-wide init
+  ncclResult_t finalize();  // v11+; a no-op before
   ncclResult_t devices(int* ndev);
   ncclResult_t properties(int dev, NetProps* out);
   ncclResult_t listen(int dev, void* handle, void** comm);

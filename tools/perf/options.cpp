@@ -88,7 +88,7 @@ void usage(FILE* f) {
       "       mpirun -np 2 %s [options]        (two ranks of an MPI job; MPI builds)\n"
       "       %s --plot OUT.png RESULT.csv|RESULT.json...\n"
       "\n"
-      "Point-to-point tests of an NCCL net plugin, loaded through its ABI (v6 to v11) and driven "
+      "Point-to-point tests of an NCCL net plugin, loaded through its ABI (v6 to v12) and driven "
       "the\n"
       "way NCCL drives it, next to raw libfabric doing the same transfers on the same provider, "
       "with\n"
@@ -99,7 +99,7 @@ void usage(FILE* f) {
       "What to load\n"
       "  --plugin PATH      net plugin library (default: the one built next to this binary,\n"
       "                     else %s)\n"
-      "  --abi N            use ncclNetPlugin_vN (6..11) instead of the newest the library "
+      "  --abi N            use ncclNetPlugin_vN (6..12) instead of the newest the library "
       "exports\n"
       "  --device N         plugin device to use (default 0)\n"
       "  --provider NAME    libfabric provider for the raw transport, and NCCL_FABRIC_PROVIDER "
@@ -307,8 +307,8 @@ int parse_args(int argc, char** argv, Options* o) {
       if (!value(&v) || v.empty()) return bad("--plugin needs a path");
       o->plugin = v;
     } else if (a == "--abi") {
-      if (!value(&v) || !parse_long(v, 6, 11, &n))
-        return bad("--abi needs an ncclNet version, 6..11");
+      if (!value(&v) || !parse_long(v, 6, 12, &n))
+        return bad("--abi needs an ncclNet version, 6..12");
       o->abi = static_cast<int>(n);
     } else if (a == "--device") {
       if (!value(&v) || !parse_long(v, 0, 1023, &n)) return bad("--device needs an index >= 0");
