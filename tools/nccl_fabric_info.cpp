@@ -20,6 +20,7 @@
 #include "core/plugin.h"
 #include "fabric/fabric.h"
 #include "info/checks.h"
+#include "info/stats_report.h"
 #include "mem/cuda.h"
 #include "platform/platform.h"
 #include "topo/topo.h"
@@ -46,12 +47,18 @@ struct Args {
   std::string peer;  // HOST:PORT
   int listen_port = 0;
   int timeout_s = 30;
+  // --stats FILE...: read the plugin's statistics files instead (no plugin is loaded).
+  bool stats = false;
+  std::vector<std::string> stats_files;
+  double stall_s = 10;
+  bool stall_set = false;
 };
 
 void usage(const char* me) {
   printf(
       "usage: %s [--json] [--plugin PATH] [--no-cuda] [--listen PORT | --peer HOST:PORT]\n"
       "            [--timeout SEC]\n"
+      "       %s --stats [--stall SEC] [--json] FILE...\n"
       "Prints the platform, libfabric, NICs, the NCCL devices the plugin exposes, limits and the\n"
       "NCCL_*/FI_* environment, then checks for known traps.\n"
       "  --json          one JSON document instead of text (docs/nccl-fabric-info.md)\n"
@@ -61,8 +68,25 @@ void usage(const char* me) {
       "  --listen PORT / --peer HOST:PORT\n"
       "                  also run a short transfer between two machines through the plugin\n"
       "                  (nccl-fabric-perf, latency and bandwidth), or say why it failed\n"
-      "Exit status: 0 all good, 1 warnings, 2 errors.\n",
-      me);
+      "Exit status: 0 all good, 1 warnings, 2 errors.\n"
+      "\n"
+      "With --stats, reads the statistics files the plugin wrote (NCCL_FABRIC_STATS, one per\n"
+      "process; docs/stats.md) and prints a row per process and a verdict: stuck, errors, slow.\n"
+      "No plugin is loaded. Every argument that is not an option is a file.\n"
+      "  --stall SEC     a comm with pending requests and no progress for SEC seconds is stuck\n"
+      "                  (default 10)\n"
+      "  --json          one JSON document instead of text\n"
+      "Exit status: 0 nothing flagged, 1 a node flagged, 2 a file could not be read.\n",
+      me, me);
+}
+
+// "2.5" -> 2.5; false unless the whole text is a number above 0.
+bool positive_seconds(const std::string& v, double* out) {
+  char* end = nullptr;
+  const double d = strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(d > 0) || d > 1e9) return false;
+  *out = d;
+  return true;
 }
 
 bool parse_args(int argc, char** argv, Args* a) {
@@ -86,6 +110,14 @@ bool parse_args(int argc, char** argv, Args* a) {
       a->listen_port = atoi(v.c_str());
     else if (s == "--timeout" && next(&v) && atoi(v.c_str()) > 0)
       a->timeout_s = atoi(v.c_str());
+    else if (s == "--stats")
+      a->stats = true;
+    else if (s == "--stall" && next(&v) && positive_seconds(v, &a->stall_s))
+      a->stall_set = true;
+    else if (s == "--" && a->stats) {
+      while (++i < argc) a->stats_files.push_back(argv[i]);
+    } else if (a->stats && !s.empty() && s[0] != '-')
+      a->stats_files.push_back(s);
     else if (s == "-h" || s == "--help") {
       usage(argv[0]);
       exit(0);
@@ -93,6 +125,25 @@ bool parse_args(int argc, char** argv, Args* a) {
       fprintf(stderr, "nccl-fabric-info: bad argument '%s' (--help)\n", s.c_str());
       return false;
     }
+  }
+  if (a->stats) {
+    const char* other = a->no_cuda           ? "--no-cuda"
+                        : !a->plugin.empty() ? "--plugin"
+                        : !a->peer.empty()   ? "--peer"
+                        : a->listen_port > 0 ? "--listen"
+                        : a->timeout_s != 30 ? "--timeout"
+                                             : nullptr;
+    if (other != nullptr) {
+      fprintf(stderr, "nccl-fabric-info: %s does not go with --stats\n", other);
+      return false;
+    }
+    if (a->stats_files.empty()) {
+      fprintf(stderr, "nccl-fabric-info: --stats needs at least one FILE\n");
+      return false;
+    }
+  } else if (a->stall_set) {
+    fprintf(stderr, "nccl-fabric-info: --stall goes with --stats\n");
+    return false;
   }
   return true;
 }
@@ -331,6 +382,7 @@ void run_peer(const Args& a, const std::string& plugin, Report* r) {
 int main(int argc, char** argv) {
   Args a;
   if (!parse_args(argc, argv, &a)) return 2;
+  if (a.stats) return nfi::stats_report(a.stats_files, a.stall_s, stdout, stderr, a.json);
   Report r;
   // Parameters: every bad NCCL_FABRIC_* value, by name.
   int ndefs = 0;

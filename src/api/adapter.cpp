@@ -38,6 +38,11 @@ ncclResult_t regmr_int(void* comm, void* data, int size, int type, void** mhandl
   return R(api::reg_mr(comm, data, static_cast<size_t>(size), type, mhandle));
 }
 
+int call_profiler(void* fn, void** ehandle, int type, void* phandle, int64_t plugin_id, void* ext) {
+  return static_cast<int>(
+      reinterpret_cast<ncclProfilerCallback_t>(fn)(ehandle, type, phandle, plugin_id, ext));
+}
+
 ncclResult_t devices(int* ndev) { return R(api::devices(ndev)); }
 ncclResult_t accept_any(void* listen_comm, void** recv_comm) {
   return R(api::accept(listen_comm, recv_comm));

@@ -28,7 +28,40 @@ static_assert(kPtrHost == NCCL_PTR_HOST && kPtrCuda == NCCL_PTR_CUDA &&
                   kPtrDmabuf == NCCL_PTR_DMABUF,
               "pointer kinds are NCCL's");
 
-inline ncclResult_t R(Status s) { return static_cast<ncclResult_t>(s); }
+// NCCL before 2.30 has no ncclTimeout: a peer that stopped answering is a remote error there.
+inline ncclResult_t R(Status s) {
+  return s == Status::kTimeout ? ncclRemoteError : static_cast<ncclResult_t>(s);
+}
+// NCCL >= 2.30 (net ABI v12) knows ncclTimeout (8).
+constexpr int kNcclTimeout = 8;
+inline ncclResult_t R12(Status s) { return static_cast<ncclResult_t>(s); }
+static_assert(static_cast<int>(Status::kTimeout) == kNcclTimeout, "status values are NCCL's");
+
+// NCCL's profiler callback, behind core's opaque hook (core sees no NCCL type).
+int call_profiler(void* fn, void** ehandle, int type, void* phandle, int64_t plugin_id, void* ext);
+inline ProfHook prof_hook(ncclProfilerCallback_t cb) {
+  ProfHook h;
+  h.fn = reinterpret_cast<void*>(cb);
+  h.call = cb != nullptr ? call_profiler : nullptr;
+  return h;
+}
+// setNetAttr (v11, v12: the same struct).
+template <typename A>
+api::NetAttrs net_attrs(const A* a) {
+  api::NetAttrs n;
+  n.send_peers_min = a->sendCommAttr.minConcurrentPeers;
+  n.send_peers_max = a->sendCommAttr.maxConcurrentPeers;
+  n.send_flows_min = a->sendCommAttr.minFlowsPerPeer;
+  n.send_flows_max = a->sendCommAttr.maxFlowsPerPeer;
+  n.recv_peers_min = a->recvCommAttr.minConcurrentPeers;
+  n.recv_peers_max = a->recvCommAttr.maxConcurrentPeers;
+  n.recv_flows_min = a->recvCommAttr.minFlowsPerPeer;
+  n.recv_flows_max = a->recvCommAttr.maxFlowsPerPeer;
+  n.op = a->op;
+  n.algo = a->algo;
+  n.proto = a->proto;
+  return n;
+}
 
 // Fields every properties version has.
 template <typename P>

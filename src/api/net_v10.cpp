@@ -6,8 +6,7 @@ namespace adapter {
 namespace {
 
 ncclResult_t init_v10(ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
-  (void)prof;
-  return init_default(log);
+  return R(api::init_default(nccl_logger(log), prof_hook(prof)));
 }
 
 ncclResult_t get_properties_v10(int dev, ncclNetProperties_v10_t* props) {
@@ -28,14 +27,12 @@ ncclResult_t accept_v10(void* listen_comm, void** recv_comm, ncclNetDeviceHandle
 
 ncclResult_t isend_v10(void* comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                        void** request) {
-  (void)phandle;
-  return R(api::isend(comm, data, size, tag, mhandle, request));
+  return R(api::isend(comm, data, size, tag, mhandle, phandle, request));
 }
 
 ncclResult_t irecv_v10(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                        void** phandles, void** request) {
-  (void)phandles;
-  return R(api::irecv(comm, n, data, sizes, tags, mhandles, request));
+  return R(api::irecv(comm, n, data, sizes, tags, mhandles, phandles, request));
 }
 
 }  // namespace

@@ -9,8 +9,7 @@ ncclResult_t init_v11(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* conf
                       ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
   (void)commId;
   (void)config;
-  (void)prof;  // traffic class and profiling: not used yet
-  return R(api::init(ctx, nccl_logger(log)));
+  return R(api::init(ctx, nccl_logger(log), prof_hook(prof)));
 }
 
 ncclResult_t get_properties_v11(int dev, ncclNetProperties_v11_t* props) {
@@ -36,17 +35,20 @@ ncclResult_t accept_v11(void* listen_comm, void** recv_comm, ncclNetDeviceHandle
 
 ncclResult_t isend_v11(void* comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                        void** request) {
-  (void)phandle;
-  return R(api::isend(comm, data, size, tag, mhandle, request));
+  return R(api::isend(comm, data, size, tag, mhandle, phandle, request));
 }
 
 ncclResult_t irecv_v11(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                        void** phandles, void** request) {
-  (void)phandles;
-  return R(api::irecv(comm, n, data, sizes, tags, mhandles, request));
+  return R(api::irecv(comm, n, data, sizes, tags, mhandles, phandles, request));
 }
 
 ncclResult_t finalize_v11(void* ctx) { return R(api::finalize(ctx)); }
+
+ncclResult_t set_net_attr_v11(void* ctx, ncclNetAttr_v11_t* attr) {
+  if (attr == nullptr) return ncclInternalError;
+  return R(api::set_net_attr(ctx, net_attrs(attr)));
+}
 
 }  // namespace
 }  // namespace adapter
@@ -75,4 +77,4 @@ NF_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {"fabric",
                                                    nullptr /*irecvConsumed*/,
                                                    nullptr /*makeVDevice*/,
                                                    finalize_v11,
-                                                   nullptr /*setNetAttr*/};
+                                                   set_net_attr_v11};

@@ -68,23 +68,63 @@ Comm* as_data_comm(void* p, const char* what) {
 
 }  // namespace
 
-Status init(void** ctx, LoggerFn log) {
+Status init(void** ctx, LoggerFn log, const ProfHook& prof) {
   set_logger(log);
   *ctx = nullptr;
   return guarded("init", [&] {
     PluginCtx* p = nullptr;
     NF_CHECK(ctx_create(&p));
+    p->prof = prof;
     *ctx = p;
     return Status::kOk;
   });
 }
 
-Status init_default(LoggerFn log) {
+Status init_default(LoggerFn log, const ProfHook& prof) {
   set_logger(log);
   return guarded("init", [&] {
     PluginCtx* p = nullptr;
-    return default_ctx(&p);
+    NF_CHECK(default_ctx(&p));
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (p->prof.fn == nullptr) p->prof = prof;
+    return Status::kOk;
   });
+}
+
+Status set_net_attr(void* ctx, const NetAttrs& a) {
+  PluginCtx* p = static_cast<PluginCtx*>(ctx);
+  if (p == nullptr || p->magic != kCtxMagic) {
+    NF_WARN("setNetAttr: %p is not a context of this plugin", ctx);
+    return Status::kInternalError;
+  }
+  NetHints& h = *p->hints;
+  const bool was_one = h.send_peers.load(std::memory_order_relaxed) > 0 &&
+                       h.send_flows.load(std::memory_order_relaxed) > 0;
+  h.send_peers.store(a.send_peers_max, std::memory_order_relaxed);
+  h.send_flows.store(a.send_flows_max, std::memory_order_relaxed);
+  h.recv_peers.store(a.recv_peers_max, std::memory_order_relaxed);
+  h.recv_flows.store(a.recv_flows_max, std::memory_order_relaxed);
+  h.op.store(a.op, std::memory_order_relaxed);
+  h.algo.store(a.algo, std::memory_order_relaxed);
+  h.proto.store(a.proto, std::memory_order_relaxed);
+  // NCCL calls it at every connect and whenever an operation's hints differ from the last: the
+  // first few calls of a context are logged, the rest only at TRACE.
+  const int64_t flows = static_cast<int64_t>(a.send_peers_max) * a.send_flows_max;
+  const bool now_one = a.send_peers_max > 0 && a.send_flows_max > 0;
+  std::lock_guard<std::mutex> lock(p->mu);
+  if (p->attr_calls++ < 4 || was_one != now_one)
+    NF_INFO(kSubsysNet,
+            "setNetAttr: send peers %d..%d x flows %d..%d, recv peers %d..%d x flows %d..%d, op "
+            "0x%x algo 0x%x proto 0x%x; %s",
+            a.send_peers_min, a.send_peers_max, a.send_flows_min, a.send_flows_max,
+            a.recv_peers_min, a.recv_peers_max, a.recv_flows_min, a.recv_flows_max, a.op, a.algo,
+            a.proto,
+            !h.enabled ? "ignored (NCCL_FABRIC_NET_ATTR=0)"
+            : now_one  ? (std::string("RDMA messages of a connection with fewer rails than ") +
+                         std::to_string(flows) + " concurrent flows stay on one rail each")
+                            .c_str()
+                      : "messages are cut over every rail (no flow count given)");
+  return Status::kOk;
 }
 
 Status finalize(void* ctx) {
@@ -237,7 +277,8 @@ Status dereg_mr(void* comm, void* mhandle) {
   return comm_dereg_mr(*c, mh);
 }
 
-Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request) {
+Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+             void** request) {
   Comm* c = static_cast<Comm*>(send_comm);
   *request = nullptr;
   if (__builtin_expect(c == nullptr || c->magic != kCommMagic || c->role != CommRole::kSend, 0)) {
@@ -250,13 +291,21 @@ Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, v
     return Status::kInvalidUsage;
   }
   Request* r = nullptr;
+  c->cur_phandle = phandle;
+  c->cur_bytes = size;
+  c->cur_tag = tag;
   Status s = c->protocol->isend(*c, data, size, tag, static_cast<MemHandle*>(mhandle), &r);
+  c->cur_phandle = nullptr;
+  if (__builtin_expect(c->prof_wait_eh != nullptr, 0) && (r != nullptr || !ok(s))) {
+    std::lock_guard<TicketLock> lock(c->sep->mu);
+    prof_wait_stop(*c);
+  }
   *request = r;
   return s;
 }
 
 Status irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
-             void** mhandles, void** request) {
+             void** mhandles, void* const* phandles, void** request) {
   Comm* c = static_cast<Comm*>(recv_comm);
   *request = nullptr;  // also overwrites NCCL's 0x1 hint
   if (__builtin_expect(c == nullptr || c->magic != kCommMagic || c->role != CommRole::kRecv, 0)) {
@@ -269,7 +318,15 @@ Status irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   }
   Request* r = nullptr;
   MemHandle* const* mhs = reinterpret_cast<MemHandle* const*>(mhandles);
+  c->cur_phandle = phandles != nullptr ? phandles[0] : nullptr;
+  if (__builtin_expect(c->prof.fn != nullptr, 0)) {
+    uint64_t total = 0;
+    for (int i = 0; i < n; ++i) total += sizes[i];
+    c->cur_bytes = total;
+    c->cur_tag = tags != nullptr ? tags[0] : -1;
+  }
   Status s = c->protocol->irecv(*c, n, data, sizes, tags, mhs, &r);
+  c->cur_phandle = nullptr;
   *request = r;
   return s;
 }

@@ -53,6 +53,8 @@ Request* take_request(Comm& c, ReqType type, int n) {
   r->comm = &c;
   r->next_deferred = nullptr;
   r->zowner = nullptr;
+  r->seq = c.issued++;
+  r->prof = nullptr;
   // One operation is the common case (every SENDRECV send, most receives): plain stores. A loop
   // becomes memset calls (gcc), about 36 instructions for one entry (callgrind).
   r->ops[0].req = r;
@@ -64,12 +66,14 @@ Request* take_request(Comm& c, ReqType type, int n) {
   // What the completion of an operation reads; the rest the poster fills in.
   switch (type) {
     case ReqType::kSend:
+      if (__builtin_expect(--c.prof_gate == 0, 0)) prof_take(c, r);
       r->send.size = 0;
       r->send.mh = nullptr;
       r->send.op_len[0] = 0;
       for (int i = 1; i < n; ++i) r->send.op_len[i] = 0;
       break;
     case ReqType::kRecv:
+      if (__builtin_expect(--c.prof_gate == 0, 0)) prof_take(c, r);
       r->recv.sizes[0] = 0;
       r->recv.mhs[0] = nullptr;
       for (int i = 1; i < n; ++i) {
@@ -241,9 +245,17 @@ bool Comm::close_wait() {
 
 Comm::~Comm() {
   magic = 0;
+  if (role != CommRole::kListen) stats_fold(*this);
   const bool busy = pool && role != CommRole::kListen ? close_wait() : false;
   std::lock_guard<TicketLock> lock(sep->mu);
   release_persistent(*this);
+  if (prof_slots && pool) {
+    // Their events end here: the slots go with the comm, a zombie keeps no profiler state.
+    pool->for_each([](Request* r) {
+      if (r->state != ReqState::kFree && r->prof != nullptr) prof_finish(r);
+    });
+    prof_stop_wait(*this);
+  }
   for (size_t i = 0; i < sep->comms.size(); ++i) {
     if (sep->comms[i] == this) {
       sep->comms[i] = sep->comms.back();
@@ -323,6 +335,7 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
 
 void request_release(Request* r) {
   Comm* c = r->comm;
+  if (__builtin_expect(r->prof != nullptr, 0)) prof_finish(r);
   if (r->in_flight != 0 || r->next_deferred != nullptr || c->deferred_tail == r) {
     // Still referenced by the provider or by the deferred list: back to the pool when that ends
     // (the last operation's completion, or post_deferred).
@@ -367,10 +380,20 @@ Status request_test(Request* r, int* done, int* sizes) {
           sizes[0] = r->type == ReqType::kSend ? clamp(r->send.size) : 0;
         }
       }
+      if (r->type == ReqType::kSend) {
+        c.st.msgs.add();
+        c.st.bytes.add(r->send.size);
+      } else if (r->type == ReqType::kRecv) {
+        size_t got = 0;
+        for (int i = 0; i < r->recv.nbufs; ++i) got += r->recv.sizes[i];
+        c.st.msgs.add();
+        c.st.bytes.add(got);
+      }
       request_release(r);
       return Status::kOk;
     default: {
       Status s = r->error;
+      c.st.errors.add();
       *done = 0;
       request_release(r);
       return s;

@@ -15,7 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/profile.h"
 #include "core/protocol.h"
+#include "core/stats.h"
 #include "fabric/fabric.h"
 #include "mem/cuda.h"
 #include "util/params.h"
@@ -77,7 +79,12 @@ struct SendJob {
   size_t chunk;
   uint8_t op_rail[kMaxGroup];
   size_t op_len[kMaxGroup];
+  // Every write on one rail (NCCL's hints: as many flows as rails, hints_one_rail): kNoPin, or
+  // kPinLater until the first write picks the least-loaded rail, then that rail.
+  uint8_t pin;
 };
+constexpr uint8_t kNoPin = 0xff;
+constexpr uint8_t kPinLater = 0xfe;
 
 // kRecv: n buffers. SENDRECV: one tagged receive per buffer. RDMA: one clear-to-send naming them
 // all (the request's only operation); each buffer is filled by the sender's writes or by an eager
@@ -137,6 +144,8 @@ struct Request {
   Comm* comm;
   Request* next_deferred;  // deferred list: operations not all posted yet
   Zombie* zowner;          // kZombie: what its comm left behind (counted down to free it)
+  uint32_t seq;            // the comm's count of requests when it was taken (oldest: smallest)
+  ProfReq* prof;           // its profiler events (profile.h); nullptr when nobody profiles
   OpCtx ops[kMaxGroup];    // the provider's context of each operation
   union {
     SendJob send;
@@ -233,6 +242,11 @@ struct SharedEp {
   size_t persistent_reserved = 0;
   bool persistent_full_said = false;
   int cq_batch = 16;  // NCCL_FABRIC_CQ_BATCH
+  // NCCL's device it serves, for statistics (set when the plugin opens it).
+  int dev = -1;
+  std::string dev_name;
+  std::string provider;
+  uint64_t watch_last_ns = 0;  // the keeper's last stall check (stats.cpp)
 
   SharedEp() = default;
   ~SharedEp();
@@ -256,6 +270,23 @@ Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms, const Pa
 Status sep_progress(SharedEp& sep);
 // The keeper's pass over an idle endpoint: sep_progress, then what each comm still has to post.
 void sep_progress_all(SharedEp& sep);
+
+// NCCL's traffic hints for a plugin context (setNetAttr, v11+): the last values it gave, -1 when
+// unset. Written by NCCL's service or progress thread, read by the data path (relaxed).
+struct NetHints {
+  std::atomic<int> send_peers{-1};  // maxConcurrentPeers of the send side
+  std::atomic<int> send_flows{-1};  // maxFlowsPerPeer of the send side
+  std::atomic<int> recv_peers{-1};
+  std::atomic<int> recv_flows{-1};
+  std::atomic<uint32_t> op{UINT32_MAX};  // bit mask of ncclFunc_t
+  std::atomic<uint32_t> algo{UINT32_MAX};
+  std::atomic<uint32_t> proto{UINT32_MAX};
+  bool enabled = true;  // NCCL_FABRIC_NET_ATTR
+};
+
+// Whether a large RDMA message of c should stay on one rail: NCCL said as many flows run
+// concurrently as c has rails (peers x flows per peer), so every rail is busy without cutting.
+inline bool hints_one_rail(const Comm& c);
 
 struct Comm {
   uint32_t magic = kCommMagic;
@@ -288,6 +319,28 @@ struct Comm {
   bool closing = false;         // its receives are being cancelled: their errors are expected
   bool close_waiting = false;   // close waits for the provider: the peer is still probed
   uint64_t events = 0;          // completions and landed writes of its requests (close: quiet?)
+  CommStats st;                 // counters (stats.h)
+  // Profiler (profile.h): NCCL's callback, the handle of the isend/irecv being served, the gate
+  // counted down per request, each request slot's events, and a send's wait for a CTS.
+  ProfHook prof;
+  void* cur_phandle = nullptr;
+  uint64_t cur_bytes = 0;  // ... its size (irecv: the buffers' capacities added up)
+  int cur_tag = -1;        // ... its tag (irecv: the first buffer's)
+  uint32_t prof_gate = UINT32_MAX;
+  std::unique_ptr<ProfReq[]> prof_slots;
+  void* prof_wait_eh = nullptr;
+  ProfDescr prof_wait{};
+  // NCCL's hints for the context (setNetAttr), shared with it; nullptr: none.
+  std::shared_ptr<NetHints> hints;
+  uint32_t issued = 0;  // requests taken (Request::seq)
+  // The keeper's stall watch (stats.cpp): since when it has had requests pending and `events`
+  // unchanged, whether it said so, and the oldest pending request it saw and since when.
+  uint64_t stall_since_ns = 0;
+  uint64_t stall_events = 0;
+  bool stall_warned = false;
+  bool stats_folded = false;  // its counters joined its device's totals (close)
+  uint32_t watch_seq = UINT32_MAX;
+  uint64_t watch_seen_ns = 0;
   // Registrations NCCL released while operations still used them (teardown after an abort): kept,
   // handle and all, until nothing of this comm is in flight. Service thread only.
   std::vector<std::unique_ptr<MemHandle>> retired;
@@ -315,6 +368,21 @@ struct Comm {
   bool close_wait();
 };
 
+inline bool hints_one_rail(const Comm& c) {
+  const NetHints* h = c.hints.get();
+  if (h == nullptr || !h->enabled || c.nrails < 2) return false;
+  const int peers = h->send_peers.load(std::memory_order_relaxed);
+  const int flows = h->send_flows.load(std::memory_order_relaxed);
+  return peers > 0 && flows > 0 && static_cast<int64_t>(peers) * flows >= c.nrails;
+}
+
+// Gives a comm its context's profiler callback and hints.
+inline void comm_observe(Comm& c, const ProfHook& prof, const std::shared_ptr<NetHints>& hints) {
+  c.prof = prof;
+  c.prof_gate = prof.fn != nullptr ? 1 : UINT32_MAX;
+  c.hints = hints;
+}
+
 // Requests NCCL is waiting on (sends, receives, flushes not complete), and for RDMA an isend that
 // waits for a clear-to-send; while closing, operations still in flight. Under sep->mu.
 bool comm_pending(const Comm& c, int* sends, int* recvs);
@@ -340,6 +408,7 @@ Request* take_request(Comm& c, ReqType type, int n);
 // operation is op_over (endpoint.cpp).
 inline void op_posted(Request* r, MemHandle* mh) {
   if (mh != nullptr) mh->uses.fetch_add(1, std::memory_order_relaxed);
+  if (__builtin_expect(r->prof != nullptr, 0)) prof_op_start(r, r->posted);
   ++r->posted;
   ++r->in_flight;
 }

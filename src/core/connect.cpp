@@ -97,6 +97,7 @@ Status comm_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* o
   memcpy(&l->handle, handle, sizeof(WireHandle));
   l->peer_name = "listener " + l->ep->address_text(addr, len);
   l->offered = env.offered;
+  comm_observe(*l, env.prof, env.hints);
   l->stage = kPostRecv;
   *out = std::move(l);
   return Status::kOk;
@@ -217,6 +218,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       std::unique_ptr<Comm> rc(new Comm(CommRole::kRecv, l.sep, 0, params));
       rc->id = l.id;
       rc->peer_id = l.peer_id;
+      comm_observe(*rc, l.prof, l.hints);
       rc->pool = std::move(l.pool);
       rc->ctrl = std::move(l.ctrl);
       rc->ctrl_reg = l.ctrl_reg;
@@ -250,7 +252,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
         "%s: no peer completed a connection within NCCL_FABRIC_CONNECT_TIMEOUT=%lld s; is the "
         "peer alive and can it reach this host?",
         l.peer_name.c_str(), static_cast<long long>(params.get_int(ParamId::kConnectTimeout)));
-    return Status::kRemoteError;
+    return Status::kTimeout;
   }
   return Status::kOk;
 }
@@ -271,6 +273,7 @@ Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique
   }
   std::unique_ptr<Comm> c;
   NF_CHECK(comm_create(CommRole::kSend, env.sep, *env.params, &c));
+  comm_observe(*c, env.prof, env.hints);
   uint8_t addr[kMaxAddrLen];
   size_t len = 0;
   NF_CHECK(our_address(*c, addr, &len));
@@ -360,7 +363,7 @@ Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
         "connect to %s: no answer within NCCL_FABRIC_CONNECT_TIMEOUT=%lld s; is the peer "
         "alive, and does the network between the hosts allow this traffic?",
         c.peer_name.c_str(), static_cast<long long>(params.get_int(ParamId::kConnectTimeout)));
-    return Status::kRemoteError;
+    return Status::kTimeout;
   }
   return Status::kOk;
 }

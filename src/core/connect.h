@@ -13,6 +13,8 @@ struct ConnectEnv {
   std::string provider;
   uint32_t prov_hash;
   uint8_t offered;  // protocols this side accepts on the device (kProto* bits)
+  ProfHook prof;
+  std::shared_ptr<NetHints> hints;
 };
 
 Status comm_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out);

@@ -51,6 +51,7 @@ void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
     return;
   }
   ++r->comm->events;
+  if (__builtin_expect(r->prof != nullptr, 0)) prof_op_stop(r, static_cast<int>(idx));
   const size_t len = e != nullptr ? e->len : 0;
   switch (r->type) {
     case ReqType::kSend:

@@ -7,6 +7,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include "core/stats.h"
 #include "fabric/errors.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -270,7 +271,7 @@ void live_check(SharedEp& sep) {
       char why[160];
       snprintf(why, sizeof(why), "no answer to a liveness probe for %.1f s",
                static_cast<double>(now - p.first_unanswered_ns) / 1e9);
-      peer_failed(sep, p.addr, Status::kRemoteError, why);
+      peer_failed(sep, p.addr, Status::kTimeout, why);
       continue;
     }
     if (p.tx_busy || (now >= p.last_ping_ns && now - p.last_ping_ns < lv.interval_ns)) continue;
@@ -326,6 +327,11 @@ class Keeper {
     }
   }
 
+  void with_endpoints(const std::function<void(const std::vector<SharedEp*>&)>& fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn(seps_);
+  }
+
   // At unload or exit: the thread must be gone before libfabric is.
   void stop() {
     {
@@ -367,7 +373,9 @@ class Keeper {
         sep->keeper_polls = sep->polls;
         eq_check(*sep);
         live_check(*sep);
+        stats_watch(*sep, now_ns());
       }
+      stats_tick(seps_, now_ns());
     }
   }
 
@@ -388,5 +396,8 @@ Keeper& keeper() {
 
 void keeper_add(SharedEp* sep) { keeper().add(sep); }
 void keeper_remove(SharedEp* sep) { keeper().remove(sep); }
+void keeper_with_endpoints(const std::function<void(const std::vector<SharedEp*>&)>& fn) {
+  keeper().with_endpoints(fn);
+}
 
 }  // namespace nf

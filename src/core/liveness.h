@@ -13,6 +13,7 @@
 // clock. A process that is stopped or hung as a whole answers nothing, which is what is detected.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,5 +78,8 @@ void live_teardown(SharedEp& sep);
 // The keeper thread: progresses idle shared endpoints and runs the probe clock.
 void keeper_add(SharedEp* sep);
 void keeper_remove(SharedEp* sep);
+// Runs fn on the keeper's list of endpoints, which can neither come nor go meanwhile (not from the
+// keeper thread itself).
+void keeper_with_endpoints(const std::function<void(const std::vector<SharedEp*>&)>& fn);
 
 }  // namespace nf

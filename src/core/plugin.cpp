@@ -35,6 +35,7 @@ struct Devices {
   GdrReport gdr;                       // probed on the first NIC, applies to every device
   EpFeatures features;                 // what an endpoint of the first NIC answered (EFA's options)
   PlatformChoice platform;             // the platform-table row (docs/platforms.md)
+  std::vector<RailPlane> rail_plane;   // per device: NCCL >= 2.30's railId and planeId
   int live_contexts = 0;
   int max_recvs = 1;
   PluginCtx* default_ctx = nullptr;
@@ -241,6 +242,12 @@ Status discover_locked(Devices& d, const Params& p) {
     d.rma.push_back(rma);
     d.near_gpus.push_back(gpus.empty() ? "none behind its PCIe switch" : gpus);
   }
+  std::string rp_error;
+  if (!ok(choose_rail_plane(p, *d.platform.row, static_cast<int>(d.groups.size()), &d.rail_plane,
+                            &rp_error))) {
+    NF_WARN("bad parameter: %s", rp_error.c_str());
+    return Status::kInvalidUsage;
+  }
   d.max_recvs = static_cast<int>(p.get_int(ParamId::kMaxRecvs));
   d.found = true;
   NF_INFO(kSubsysInit | kSubsysNet,
@@ -262,10 +269,11 @@ Status discover_locked(Devices& d, const Params& p) {
   }
   for (size_t i = 0; i < d.groups.size(); ++i)
     NF_INFO(kSubsysInit | kSubsysNet,
-            "device %zu: %s, %zu rail(s), speed=%d Mb/s, nearest "
-            "GPUs: %s",
+            "device %zu: %s, %zu rail(s), speed=%d Mb/s, nearest GPUs: %s; for NCCL >= 2.30: "
+            "railId=%d (%s), planeId=%d (%s)",
             i, d.names[i].c_str(), d.groups[i].size(), group_speed_mbps(d, d.groups[i]),
-            d.near_gpus[i].c_str());
+            d.near_gpus[i].c_str(), d.rail_plane[i].rail, d.rail_plane[i].rail_source.c_str(),
+            d.rail_plane[i].plane, d.rail_plane[i].plane_source.c_str());
   NF_CHECK(Domain::open(d.nics[0], &d.domains[0]));
   attach_mr_cache(*d.domains[0]);
   mr_cache(*d.domains[0]).set_limit(static_cast<size_t>(p.get_int(ParamId::kMrCacheEntries)));
@@ -363,6 +371,9 @@ Status ctx_create(PluginCtx** out) {
   std::lock_guard<std::mutex> lock(d.mu);
   NF_CHECK(discover_locked(d, ctx->params));
   ++d.live_contexts;
+  ctx->hints = std::make_shared<NetHints>();
+  ctx->hints->enabled = ctx->params.get_bool(ParamId::kNetAttr);
+  stats_configure(ctx->params);
   *out = ctx.release();
   return Status::kOk;
 }
@@ -377,11 +388,16 @@ void ctx_destroy(PluginCtx* ctx) {
   ctx->magic = 0;
   delete ctx;
   Devices& d = devices();
-  std::lock_guard<std::mutex> lock(d.mu);
-  if (--d.live_contexts == 0) {
-    // Open comms hold their own reference; the domains close with the last of them.
-    for (auto& dom : d.domains) dom.reset();
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    if (--d.live_contexts == 0) {
+      // Open comms hold their own reference; the domains close with the last of them.
+      for (auto& dom : d.domains) dom.reset();
+      last = true;
+    }
   }
+  if (last) stats_finish();
 }
 
 Status default_ctx(PluginCtx** out) {
@@ -467,6 +483,8 @@ Status device_props(int dev, DeviceProps* out) {
   // reports sizes as int and EFA writes at most 1 GiB at once (NCCL splits larger transfers).
   out->max_p2p_bytes = static_cast<size_t>(message_limit(n.info->ep_attr->max_msg_size));
   out->max_coll_bytes = out->max_p2p_bytes;
+  out->rail_id = d.rail_plane[static_cast<size_t>(dev)].rail;
+  out->plane_id = d.rail_plane[static_cast<size_t>(dev)].plane;
   return Status::kOk;
 }
 
@@ -534,6 +552,9 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   auto& sep = ctx.eps[static_cast<size_t>(dev)];
   if (!sep) {
     NF_CHECK(shared_ep_open(doms, ctx.params, &sep));
+    sep->dev = dev;
+    sep->dev_name = name;
+    sep->provider = out->provider;
     // shm cannot fail a tagged receive that is too small: libfabric 1.x spins inside fi_cq_read
     // (CMA sizes) or drops the message; 2.1 crashes inside fi_trecv when the larger message was
     // already waiting (smr_copy_saved has no SAR entry for an inject message that did not fit).
@@ -554,6 +575,8 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   }
   out->sep = sep;
   out->params = &ctx.params;
+  out->prof = ctx.prof;
+  out->hints = ctx.hints;
   return Status::kOk;
 }
 

@@ -26,6 +26,9 @@ struct PluginCtx {
   // Per device, the endpoint every comm of this context shares (opened on first use); each comm
   // holds a reference, so it outlives the context when comms do.
   std::vector<std::shared_ptr<SharedEp>> eps;
+  ProfHook prof;                    // NCCL's profiler callback (v10+)
+  std::shared_ptr<NetHints> hints;  // NCCL's setNetAttr hints (v11+), shared with its comms
+  int attr_calls = 0;               // setNetAttr calls logged so far (the first few are)
 };
 
 // What getProperties reports for one device; api/ copies it into NCCL's struct of each version.
@@ -43,6 +46,8 @@ struct DeviceProps {
   int max_recvs;
   size_t max_p2p_bytes;
   size_t max_coll_bytes;
+  int rail_id;   // NCCL >= 2.30 (v12): -1 unknown
+  int plane_id;  // ... -1 unknown
 };
 
 constexpr int kPtrHost = 0x1;  // same bits as NCCL_PTR_*

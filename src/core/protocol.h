@@ -46,6 +46,8 @@ struct Protocol {
   void (*on_persistent)(Request* r, const fi_cq_tagged_entry* e);
   // Whether an isend NCCL keeps retrying is waiting for the peer (close counts it as pending).
   bool (*send_waiting)(const Comm& c);
+  // What a pending send or receive waits for, in words (the stall report, the statistics file).
+  const char* (*waiting_for)(const Request& r);
   // A peer's write landed on the endpoint (remote CQ data), or failed to (false: it names
   // nothing of ours). Called on SharedEp::writer, the protocol that set itself there.
   void (*on_write)(SharedEp& sep, const fi_cq_tagged_entry& e);

@@ -30,14 +30,15 @@ enum Column {
   kColLatency,
   kColProtocol,
   kColLl128,
+  kColRailAligned,
   kColSources,
   kColNcclEnv,
   kColCount
 };
 
 const char* const kColumnNames[kColCount] = {
-    "name", "efa",        "efa_gbps", "accel", "accel_model", "nics_per_gpu", "efa_expected",
-    "gdr",  "latency_us", "protocol", "ll128", "sources",     "nccl_env"};
+    "name", "efa",        "efa_gbps", "accel", "accel_model",  "nics_per_gpu", "efa_expected",
+    "gdr",  "latency_us", "protocol", "ll128", "rail_aligned", "sources",      "nccl_env"};
 
 std::vector<std::string> split_ws(const std::string& line) {
   std::vector<std::string> out;
@@ -215,6 +216,13 @@ bool parse_row(const std::vector<std::string>& cells, const int (&col)[kColCount
     return e.fail(name, "ll128 '" + ll128 + "' is not yes, no or -");
   if (r->ll128_expected == 1 && !r->efa_expected)
     return e.fail(name, "ll128 is yes but efa_expected is no (the 128-byte ordering is EFA's)");
+  const std::string& rails = cell(kColRailAligned);
+  if (rails == "yes")
+    r->rail_aligned = 1;
+  else if (rails == "no")
+    r->rail_aligned = 0;
+  else if (rails != "-")
+    return e.fail(name, "rail_aligned '" + rails + "' is not yes, no or -");
 
   if (cell(kColSources) == "-")
     return e.fail(name, "sources is '-': every row cites where its values come from");
@@ -550,6 +558,68 @@ std::string describe_platform(const Platform& row) {
   s += ", " + std::to_string(row.nccl_env.size()) + " NCCL default" +
        (row.nccl_env.size() == 1 ? "" : "s");
   return s;
+}
+
+namespace {
+
+// "auto", "none" or ids: *ids empty for the first two.
+bool parse_id_list(const std::string& name, const std::string& v, int ndev, std::vector<int>* ids,
+                   std::string* error) {
+  ids->clear();
+  if (v == "auto" || v == "none") return true;
+  for (const std::string& item : split_commas(v)) {
+    char* end = nullptr;
+    const long x = strtol(item.c_str(), &end, 10);
+    if (item.empty() || end == nullptr || *end != '\0' || x < -1 || x > 32767) {
+      *error = name + "='" + v + "': '" + item +
+               "' is not an id (-1 to 32767); use auto, none or "
+               "one id per device, comma-separated";
+      return false;
+    }
+    ids->push_back(static_cast<int>(x));
+  }
+  if (static_cast<int>(ids->size()) != ndev) {
+    *error = name + "='" + v + "' names " + std::to_string(ids->size()) + " id(s), but there are " +
+             std::to_string(ndev) + " device(s)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status choose_rail_plane(const Params& p, const Platform& row, int ndev,
+                         std::vector<RailPlane>* out, std::string* error) {
+  const std::string& rv = p.get_str(ParamId::kRailId);
+  const std::string& pv = p.get_str(ParamId::kPlaneId);
+  std::vector<int> rails, planes;
+  if (!parse_id_list("NCCL_FABRIC_RAIL_ID", rv, ndev, &rails, error) ||
+      !parse_id_list("NCCL_FABRIC_PLANE_ID", pv, ndev, &planes, error))
+    return Status::kInvalidUsage;
+  const std::string row_name = row.name.empty() ? "generic" : row.name;
+  out->assign(static_cast<size_t>(ndev), RailPlane());
+  for (int i = 0; i < ndev; ++i) {
+    RailPlane& rp = (*out)[static_cast<size_t>(i)];
+    if (!rails.empty()) {
+      rp.rail = rails[static_cast<size_t>(i)];
+      rp.rail_source = "NCCL_FABRIC_RAIL_ID";
+    } else if (rv == "none") {
+      rp.rail_source = "NCCL_FABRIC_RAIL_ID=none";
+    } else if (row.rail_aligned == 1) {
+      rp.rail = i;
+      rp.rail_source = "platform row " + row_name + ": rail-aligned, the device's index";
+    } else {
+      rp.rail_source = "platform row " + row_name +
+                       (row.rail_aligned == 0 ? ": not rail-aligned" : ": rail alignment unknown");
+    }
+    if (!planes.empty()) {
+      rp.plane = planes[static_cast<size_t>(i)];
+      rp.plane_source = "NCCL_FABRIC_PLANE_ID";
+    } else {
+      rp.plane_source = pv == "none" ? "NCCL_FABRIC_PLANE_ID=none" : "no NIC of ours has planes";
+    }
+  }
+  return Status::kOk;
 }
 
 }  // namespace nf

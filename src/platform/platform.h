@@ -33,6 +33,9 @@ struct Platform {
   // EFA grants FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES here (NCCL's LL128 across nodes is then
   // safe): 1 yes, 0 no, -1 unknown.
   int ll128_expected = -1;
+  // The network is rail-aligned: NIC i of every node hangs off the same switch (rail), so the
+  // device's index is its rail for NCCL >= 2.30 (railId): 1 yes, 0 no, -1 unknown.
+  int rail_aligned = -1;
   std::vector<std::string> sources;                           // keys of docs/platforms.md#sources
   std::vector<std::pair<std::string, std::string>> nccl_env;  // in table order
   int line = 0;  // where the row is in the table; 0 for the built-in generic row
@@ -86,6 +89,21 @@ std::vector<AppliedDefault> apply_platform_defaults(const PlatformChoice& choice
 // "tcp;ofi_rxm"); gdr_on says whether the plugin offers GPU memory to NCCL.
 std::string platform_expectation_warning(const Platform& row, const std::string& provider,
                                          bool gdr_on);
+
+// The rail and plane NCCL >= 2.30 is told for each device (net ABI v12's railId and planeId; -1 is
+// NCCL_NET_ID_UNDEF, which leaves NCCL's rail-aware search and NIC merging as they were), and where
+// each came from, for the INFO line and nccl-fabric-info.
+struct RailPlane {
+  int rail = -1;
+  int plane = -1;
+  std::string rail_source;
+  std::string plane_source;
+};
+// From NCCL_FABRIC_RAIL_ID / NCCL_FABRIC_PLANE_ID (auto | none | one id per device,
+// comma-separated) and, for an automatic rail, the row's rail_aligned. A malformed list, or one
+// whose length is not ndev, fails with kInvalidUsage and the reason in *error.
+Status choose_rail_plane(const Params& p, const Platform& row, int ndev,
+                         std::vector<RailPlane>* out, std::string* error);
 
 // True for libfabric's EFA providers ("efa", "efa-direct", and layered names that end in them).
 bool provider_is_efa(const std::string& provider);

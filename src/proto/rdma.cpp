@@ -79,6 +79,7 @@ Status rdma_post_persistent(Comm& c, Request* r) {
   ssize_t rc = fi_trecv(c.ep->ep(), r->bounce.buf, r->bounce.cap, r->bounce.desc, FI_ADDR_UNSPEC,
                         r->bounce.tag, ignore, &r->ops[0]);
   if (rc == -FI_EAGAIN) {
+    c.st.eagain.add();
     RdmaState& rd = rdma_of(c);
     if (rd.n_repost < static_cast<int>(sizeof(rd.repost) / sizeof(rd.repost[0])))
       rd.repost[rd.n_repost++] = r;
@@ -219,6 +220,17 @@ bool rdma_send_waiting(const Comm& c) {
   return rd.wait_valid && rd.sent.count(rd.wait_tag) == rd.wait_index;
 }
 
+const char* rdma_waiting_for(const Request& r) {
+  if (r.type == ReqType::kFlush) return "waiting for the flush read";
+  if (r.type == ReqType::kSend)
+    return r.posted < r.n ? "waiting to post its writes (the provider pushed back)"
+                          : "waiting for write completions";
+  if (r.posted < r.n) return "waiting to send its clear-to-send (the provider pushed back)";
+  if (r.in_flight > 0) return "waiting for its clear-to-send to leave";
+  return r.recv.slot != UINT32_MAX ? "waiting for the data (clear-to-send sent)"
+                                   : "waiting for the data (an eager message)";
+}
+
 }  // namespace
 
 const Protocol kRdmaProtocol = {"RDMA",
@@ -232,6 +244,7 @@ const Protocol kRdmaProtocol = {"RDMA",
                                 rdma_post_recv,
                                 rdma_on_persistent,
                                 rdma_send_waiting,
+                                rdma_waiting_for,
                                 rdma_on_write,
                                 rdma_on_write_error,
                                 rdma_tail,

@@ -116,6 +116,8 @@ void deliver_eager(Request* r, int i, Request* b) {
   }
   if (len > 0) memcpy(r->recv.bufs[i], b->bounce.buf, len);
   r->recv.sizes[i] = len;
+  c.st.eager.add();
+  if (__builtin_expect(r->prof != nullptr, 0)) prof_mark(r, kProfEagerDelivered, i, len);
   r->recv.entry_done[i] = 1;
   --r->recv.entries_left;
   maybe_finish_recv(r);
@@ -178,7 +180,10 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
       rdma_ep(*c.sep).free_slot(r);
       r->recv.slot = UINT32_MAX;
     }
-    if (rc == -FI_EAGAIN) return Status::kOk;
+    if (rc == -FI_EAGAIN) {
+      c.st.eagain.add();
+      return Status::kOk;
+    }
     return fi_fail("fi_tsend(clear-to-send)", static_cast<int>(rc), c.peer_name.c_str());
   }
   // posted/in_flight count the CTS send only: the request completes through rdma_on_cts_sent,
@@ -323,6 +328,8 @@ void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e) {
   r->recv.chunks_expected[i.entry] = static_cast<uint8_t>(i.nchunks);
   r->recv.sizes[i.entry] += len;
   if (++r->recv.chunks_got[i.entry] == i.nchunks) {
+    if (__builtin_expect(r->prof != nullptr, 0))
+      prof_mark(r, kProfDataLanded, static_cast<int>(i.entry), r->recv.sizes[i.entry]);
     r->recv.entry_done[i.entry] = 1;
     --r->recv.entries_left;
     maybe_finish_recv(r);

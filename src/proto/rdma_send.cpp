@@ -133,7 +133,10 @@ Status post_bounce(Comm& c, Request* r, const void* data, size_t size, void* des
                       : fi_tsenddata(c.ep->ep(), data, size, desc, index, c.peer, t, &r->ops[0]);
   if (rc != 0) {
     request_release(r);
-    if (rc == -FI_EAGAIN) return comm_progress(c);
+    if (rc == -FI_EAGAIN) {
+      c.st.eagain.add();
+      return comm_progress(c);
+    }
     return fi_fail(inject ? "fi_tinjectdata(eager)" : "fi_tsenddata(eager)", static_cast<int>(rc),
                    c.peer_name.c_str());
   }
@@ -190,7 +193,14 @@ Status rdma_post_writes(Comm& c, Request* r) {
     const int k = r->posted;
     const size_t off = static_cast<size_t>(k) * r->send.chunk;
     const size_t len = total - off < r->send.chunk ? total - off : r->send.chunk;
-    const int rail = least_loaded_rail(sep, c.nrails);
+    int rail;
+    if (r->send.pin == kNoPin) {
+      rail = least_loaded_rail(sep, c.nrails);
+    } else {
+      if (r->send.pin == kPinLater)
+        r->send.pin = static_cast<uint8_t>(least_loaded_rail(sep, c.nrails));
+      rail = r->send.pin;
+    }
     MemHandle* mh = r->send.mh;
     void* desc = mh != nullptr ? mh->rail_reg(rail).desc : nullptr;
     const uint64_t data =
@@ -198,7 +208,10 @@ Status rdma_post_writes(Comm& c, Request* r) {
     ssize_t rc =
         fi_writedata(sep.rail(rail)->ep(), static_cast<uint8_t*>(r->send.buf) + off, len, desc,
                      data, c.peer_rail[rail], r->send.raddr + off, r->send.rkeys[rail], &r->ops[k]);
-    if (rc == -FI_EAGAIN) return Status::kOk;
+    if (rc == -FI_EAGAIN) {
+      c.st.eagain.add();
+      return Status::kOk;
+    }
     if (rc != 0) {
       Status s = fi_fail("fi_writedata", static_cast<int>(rc), c.peer_name.c_str());
       fail_request(r, s);
@@ -208,6 +221,7 @@ Status rdma_post_writes(Comm& c, Request* r) {
     r->send.op_rail[k] = static_cast<uint8_t>(rail);
     r->send.op_len[k] = len;
     sep.rail_load[rail] += len;
+    c.st.writes[rail].add();
     op_posted(r, mh);
   }
   return Status::kOk;
@@ -247,6 +261,8 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
         rd.wait_index = index;
         rd.wait_since = now_ns();
         rd.rts_sent = false;
+        c.st.cts_waits.add();
+        prof_wait_start(c, size, tag);
       } else if (!rd.rts_sent && now_ns() - rd.wait_since > kRtsDelayNs) {
         bool posted = false;
         NF_CHECK(send_notice(c, tag, index, kNoticeRts, size, &posted));
@@ -271,6 +287,7 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
     // less than a write.
     Status s = send_eager(c, data, size, tag, mh, index, out);
     if (*out == nullptr) return s;
+    c.st.eager.add();
     ++*count;
     if (g != nullptr) mark_sent(rd, g, i);
     return s;
@@ -285,6 +302,11 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   size_t nchunks = (size + rd.min_chunk - 1) / rd.min_chunk;
   if (nchunks < 1) nchunks = 1;
   if (nchunks > static_cast<size_t>(c.nrails)) nchunks = static_cast<size_t>(c.nrails);
+  // NCCL said enough flows run at once to keep every rail busy (setNetAttr): cutting the message
+  // over rails adds writes and completions and buys no bandwidth; it goes on the least-loaded rail,
+  // every piece of it (pin, below).
+  const bool one_rail = hints_one_rail(c);
+  if (nchunks > 1 && one_rail) nchunks = 1;
   // A large message also goes as several writes in flight, on one rail too: the target lands
   // (and on tcp, receives) one while the next is on its way. Measured on tcp;ofi_rxm with 512 KiB
   // pieces: 1 MiB at about 1.25 of SENDRECV, 4 MiB 1.7, 16 MiB 1.4; smaller pieces lose at 1 MiB
@@ -316,6 +338,7 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
   r->send.imm =
       imm_encode(g->slot, static_cast<uint32_t>(i), static_cast<uint32_t>(nchunks), g->gen);
   r->send.mh = mh;  // every write of the send counts a use of it (complete_op releases them)
+  r->send.pin = one_rail ? kPinLater : kNoPin;
   Status s = rdma_post_writes(c, r);
   if (r->posted == 0) {
     r->send.mh = nullptr;

@@ -25,7 +25,10 @@ Status post_recvs(Comm& c, Request* r) {
     const int i = r->posted;
     ssize_t rc = fi_trecv(c.ep->ep(), j.bufs[i], j.caps[i], j.descs[i], FI_ADDR_UNSPEC, j.tags[i],
                           0, &r->ops[i]);
-    if (rc == -FI_EAGAIN) return Status::kOk;
+    if (rc == -FI_EAGAIN) {
+      c.st.eagain.add();
+      return Status::kOk;
+    }
     if (rc != 0) {
       Status s = fi_fail("fi_trecv", static_cast<int>(rc), c.peer_name.c_str());
       fail_request(r, s);
@@ -70,7 +73,10 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
     return Status::kOk;
   }
   request_release(r);
-  if (rc == -FI_EAGAIN) return comm_progress(c);
+  if (rc == -FI_EAGAIN) {
+    c.st.eagain.add();
+    return comm_progress(c);
+  }
   return fi_fail(inject ? "fi_tinject" : "fi_tsend", static_cast<int>(rc), c.peer_name.c_str());
 }
 
@@ -129,27 +135,18 @@ void sr_close(Comm&) {}
 // SENDRECV keeps no receives posted and takes no writes.
 void sr_on_persistent(Request*, const fi_cq_tagged_entry*) {}
 bool sr_send_waiting(const Comm&) { return false; }
+const char* sr_waiting_for(const Request& r) {
+  if (r.type == ReqType::kFlush) return "waiting for the flush read";
+  if (r.posted < r.n) return "waiting to be posted (the provider pushed back)";
+  return r.type == ReqType::kSend ? "waiting for the send's completion" : "waiting for the data";
+}
 
 }  // namespace
 
-const Protocol kSendRecvProtocol = {"SENDRECV",
-                                    sr_setup,
-                                    sr_isend,
-                                    sr_irecv,
-                                    sr_recv_op_done,
-                                    sr_recv_op_failed,
-                                    fail_request,
-                                    sr_post_send,
-                                    post_recvs,
-                                    sr_on_persistent,
-                                    sr_send_waiting,
-                                    nullptr,
-                                    nullptr,
-                                    sr_tail,
-                                    sr_close,
-                                    false,
-                                    true,
-                                    0,
-                                    0};
+const Protocol kSendRecvProtocol = {
+    "SENDRECV",        sr_setup,       sr_isend,     sr_irecv,   sr_recv_op_done,
+    sr_recv_op_failed, fail_request,   sr_post_send, post_recvs, sr_on_persistent,
+    sr_send_waiting,   sr_waiting_for, nullptr,      nullptr,    sr_tail,
+    sr_close,          false,          true,         0,          0};
 
 }  // namespace nf

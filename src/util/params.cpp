@@ -99,6 +99,25 @@ const ParamDef kDefs[kParamCount] = {
      "libfabric API version asked of fi_getinfo: auto (the newest both the plugin's headers and "
      "the loaded library know, then older ones where the provider refuses) or MAJOR.MINOR, the "
      "newest to ask for (>= 1.17)"},
+    {ParamId::kStats, "NCCL_FABRIC_STATS", ParamType::kString, "", 0, 0,
+     "path of a JSON statistics file per process (%h: host name, %p: pid), written at finalize "
+     "and every NCCL_FABRIC_STATS_INTERVAL seconds; empty: none"},
+    {ParamId::kStatsInterval, "NCCL_FABRIC_STATS_INTERVAL", ParamType::kInt, "30", 0, 86400,
+     "seconds between two writes of the statistics file while the process runs; 0: only at "
+     "finalize"},
+    {ParamId::kStallWarn, "NCCL_FABRIC_STALL_WARN", ParamType::kInt, "60", 0, 86400,
+     "seconds a comm may have requests pending without completing anything before one WARN "
+     "names the peer, the oldest request's state, size and age, and the comm's counters; 0: off"},
+    {ParamId::kRailId, "NCCL_FABRIC_RAIL_ID", ParamType::kString, "auto", 0, 0,
+     "railId reported to NCCL >= 2.30 (net ABI v12): auto (the device's index where the platform "
+     "row says the fabric is rail-aligned, else undefined), none (undefined), or a "
+     "comma-separated list of ids, one per device"},
+    {ParamId::kPlaneId, "NCCL_FABRIC_PLANE_ID", ParamType::kString, "auto", 0, 0,
+     "planeId reported to NCCL >= 2.30 (net ABI v12): auto or none (undefined: no NIC of ours "
+     "has planes), or a comma-separated list of ids, one per device"},
+    {ParamId::kNetAttr, "NCCL_FABRIC_NET_ATTR", ParamType::kBool, "1", 0, 1,
+     "act on NCCL's per-communicator hints (setNetAttr, NCCL >= 2.28): with as many concurrent "
+     "peers as rails, a large RDMA message stays on one rail instead of being cut over all"},
 };
 
 // String parameters that take one of a fixed set of values.

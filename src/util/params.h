@@ -46,6 +46,12 @@ enum class ParamId : int {
   kTestEagerFault,
   kPeerTimeout,
   kApiVersion,
+  kStats,
+  kStatsInterval,
+  kStallWarn,
+  kRailId,
+  kPlaneId,
+  kNetAttr,
   kCount
 };
 

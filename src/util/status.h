@@ -12,9 +12,27 @@ enum class Status : int {
   kInvalidArgument = 4,
   kInvalidUsage = 5,  // user error or misconfiguration (e.g. a message larger than the receive)
   kRemoteError = 6,   // the peer failed or refused
+  // The peer stopped answering (liveness probes, the handshake's deadline). NCCL >= 2.30 (net ABI
+  // v12) gets ncclTimeout; older ABIs have no such value and get ncclRemoteError (api/adapter.h).
+  kTimeout = 8,
 };
 
 inline bool ok(Status s) { return s == Status::kOk; }
+
+// "remote error", "timeout", ...: for messages and the statistics file.
+inline const char* status_name(Status s) {
+  switch (s) {
+    case Status::kOk: return "ok";
+    case Status::kUnhandledCudaError: return "CUDA error";
+    case Status::kSystemError: return "system error";
+    case Status::kInternalError: return "internal error";
+    case Status::kInvalidArgument: return "invalid argument";
+    case Status::kInvalidUsage: return "invalid usage";
+    case Status::kRemoteError: return "remote error";
+    case Status::kTimeout: return "timeout";
+  }
+  return "unknown error";
+}
 
 }  // namespace nf
 

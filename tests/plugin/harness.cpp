@@ -98,6 +98,7 @@ int child_setup(const PairOptions& opt, nfc::NetPlugin* p) {
   if (opt.before_init) CHILD_CHECK(opt.before_init() == 0, "before_init");
   std::string err;
   CHILD_CHECK(p->load(plugin_path(), opt.abi_version, &err), "%s", err.c_str());
+  p->set_profiler(opt.profiler);
   CHILD_CHECK(p->init() == ncclSuccess, "init failed on provider '%s'", opt.provider.c_str());
   int ndev = 0;
   CHILD_CHECK(p->devices(&ndev) == ncclSuccess && ndev >= 1, "no devices (%d)", ndev);

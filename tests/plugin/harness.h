@@ -48,6 +48,8 @@ struct PairOptions {
   // Rank 1 may be killed by the test (peer failure tests): its exit is not checked, and rank 0
   // closes without the final barrier. Rank 0's body is then the judge.
   bool rank1_may_die = false;
+  // NCCL's profiler callback as init gets it (v10+); nullptr: none, as NCCL before 2.23.
+  ncclProfilerCallback_t profiler = nullptr;
 };
 
 // The providers the two-process tests run on.

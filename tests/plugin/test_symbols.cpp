@@ -110,7 +110,7 @@ TEST_CASE("each version's table is complete where NCCL calls it and NULL where i
       CHECK(t11->getDeviceMr == nullptr);  // host plugin: no device offload
       CHECK(t11->irecvConsumed == nullptr);
       CHECK(t11->makeVDevice == nullptr);  // no NIC fusion yet
-      CHECK(t11->setNetAttr == nullptr);
+      CHECK(t11->setNetAttr != nullptr);   // NCCL's hints (docs/nccl-abi.md)
     }
     if (v == 12) {
       const auto* t12 = static_cast<const ncclNet_v12_t*>(p.table());
@@ -118,7 +118,7 @@ TEST_CASE("each version's table is complete where NCCL calls it and NULL where i
       CHECK(t12->getDeviceMr == nullptr);
       CHECK(t12->irecvConsumed == nullptr);
       CHECK(t12->makeVDevice == nullptr);
-      CHECK(t12->setNetAttr == nullptr);
+      CHECK(t12->setNetAttr != nullptr);
     }
   }
 }

@@ -76,7 +76,7 @@ Params params_with(const char* platform, const std::string& dmi_file) {
 
 const char kHeader[] =
     "name efa efa_gbps accel accel_model nics_per_gpu efa_expected gdr latency_us protocol "
-    "ll128 sources nccl_env\n";
+    "ll128 rail_aligned sources nccl_env\n";
 
 // Parses a one-row table and returns the error ("" when it parsed).
 std::string parse_error_of(const std::string& row) {
@@ -163,37 +163,38 @@ TEST_CASE("the embedded table is platforms.txt, and every row parses with sane v
 
 TEST_CASE("malformed tables are refused with the line and the problem", "[platform]") {
   const std::string good =
-      "m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a NCCL_BUFFSIZE=1,NCCL_FOO=bar\n";
+      "m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - src-a NCCL_BUFFSIZE=1,NCCL_FOO=bar\n";
   CHECK(parse_error_of(good).empty());
-  CHECK(parse_error_of("m9.* - - - - - no no - auto - src-a -\n").empty());
+  CHECK(parse_error_of("m9.* - - - - - no no - auto - - src-a -\n").empty());
 
   struct Case {
     const char* row;
     const char* expect;
   } cases[] = {
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a\n", "12 columns, the header has 13"},
-      {"m9.big x 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "efa 'x'"},
-      {"m9.big 2 0 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "efa_gbps '0'"},
-      {"m9.big 2 100 4 X1 1 yes yes 40 rdma yes src-a -\n",
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - src-a\n", "13 columns, the header has 14"},
+      {"m9.big x 100 4 X1 0.5 yes yes 40 rdma yes - src-a -\n", "efa 'x'"},
+      {"m9.big 2 0 4 X1 0.5 yes yes 40 rdma yes - src-a -\n", "efa_gbps '0'"},
+      {"m9.big 2 100 4 X1 1 yes yes 40 rdma yes - src-a -\n",
        "nics_per_gpu 1 is not efa/accel = 2/4"},
-      {"m9.big 2 100 4 X1 0.5 maybe yes 40 rdma yes src-a -\n", "efa_expected 'maybe'"},
-      {"m9.big 0 - 4 X1 - yes no 40 rdma yes src-a -\n", "efa_expected is yes but efa is 0"},
-      {"m9.big 2 100 4 X1 0.5 yes sometimes 40 rdma yes src-a -\n", "gdr 'sometimes'"},
-      {"m9.big 2 100 4 X1 0.5 no yes 40 rdma yes src-a -\n", "gdr is yes but efa_expected is no"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 0 rdma yes src-a -\n", "latency_us '0'"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 fast yes src-a -\n", "protocol 'fast'"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma maybe src-a -\n", "ll128 'maybe'"},
-      {"m9.big 2 100 4 X1 0.5 no no 40 rdma yes src-a -\n", "ll128 is yes but efa_expected is no"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - -\n", "every row cites"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes Src -\n", "'Src' is not a key"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a NCCL_BUFFSIZE\n", "is not NAME=VALUE"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a FI_EFA_X=1\n", "not an NCCL_ variable"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a NCCL_A=1,NCCL_A=2\n",
+      {"m9.big 2 100 4 X1 0.5 maybe yes 40 rdma yes - src-a -\n", "efa_expected 'maybe'"},
+      {"m9.big 0 - 4 X1 - yes no 40 rdma yes - src-a -\n", "efa_expected is yes but efa is 0"},
+      {"m9.big 2 100 4 X1 0.5 yes sometimes 40 rdma yes - src-a -\n", "gdr 'sometimes'"},
+      {"m9.big 2 100 4 X1 0.5 no yes 40 rdma yes - src-a -\n", "gdr is yes but efa_expected is no"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 0 rdma yes - src-a -\n", "latency_us '0'"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 fast yes - src-a -\n", "protocol 'fast'"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma maybe - src-a -\n", "ll128 'maybe'"},
+      {"m9.big 2 100 4 X1 0.5 no no 40 rdma yes - src-a -\n",
+       "ll128 is yes but efa_expected is no"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - - -\n", "every row cites"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - Src -\n", "'Src' is not a key"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - src-a NCCL_BUFFSIZE\n", "is not NAME=VALUE"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - src-a FI_EFA_X=1\n", "not an NCCL_ variable"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - src-a NCCL_A=1,NCCL_A=2\n",
        "NCCL_A appears twice"},
-      {"m9*big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "name must be"},
-      {"none 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n", "reserved"},
-      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n"
-       "m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes src-a -\n",
+      {"m9*big 2 100 4 X1 0.5 yes yes 40 rdma yes - src-a -\n", "name must be"},
+      {"none 2 100 4 X1 0.5 yes yes 40 rdma yes - src-a -\n", "reserved"},
+      {"m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - src-a -\n"
+       "m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes - src-a -\n",
        "already on line 3"},
   };
   for (const Case& c : cases) {
@@ -444,4 +445,66 @@ TEST_CASE("the per-provider default speeds, and NCCL_FABRIC_SPEED's bound", "[pl
   CHECK(default_speed_mbps("sockets") == 10000);
   CHECK(default_speed_mbps("udp;ofi_rxd") == 10000);
   CHECK(default_speed_mbps("") == 10000);
+}
+
+TEST_CASE("railId and planeId: a rail-aligned row, the parameters, and what is refused",
+          "[platform][rail]") {
+  std::vector<Platform> rows;
+  std::string error;
+  REQUIRE(parse_platform_table(std::string(kHeader) +
+                                   "m9.rail 4 100 4 X1 1 yes yes 40 rdma yes yes src-a -\n"
+                                   "m9.flat 4 100 4 X1 1 yes yes 40 rdma yes no src-a -\n"
+                                   "m9.some 4 100 4 X1 1 yes yes 40 rdma yes - src-a -\n",
+                               &rows, &error) == Status::kOk);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].rail_aligned == 1);
+  CHECK(rows[1].rail_aligned == 0);
+  CHECK(rows[2].rail_aligned == -1);
+  CHECK(parse_error_of("m9.big 2 100 4 X1 0.5 yes yes 40 rdma yes maybe src-a -\n")
+            .find("rail_aligned 'maybe'") != std::string::npos);
+  // The embedded table claims rail alignment nowhere: no source says it (docs/platforms.md).
+  for (const Platform& p : platform_table()) CHECK(p.rail_aligned == -1);
+  std::vector<RailPlane> rp;
+  Params p;
+  SECTION("auto: the index on a rail-aligned row, -1 elsewhere") {
+    REQUIRE(choose_rail_plane(p, rows[0], 4, &rp, &error) == Status::kOk);
+    REQUIRE(rp.size() == 4);
+    for (int i = 0; i < 4; ++i) {
+      CHECK(rp[static_cast<size_t>(i)].rail == i);
+      CHECK(rp[static_cast<size_t>(i)].plane == -1);
+    }
+    CHECK(rp[0].rail_source.find("rail-aligned") != std::string::npos);
+    for (const Platform* row :
+         std::vector<const Platform*>{&rows[1], &rows[2], &generic_platform()}) {
+      REQUIRE(choose_rail_plane(p, *row, 4, &rp, &error) == Status::kOk);
+      for (const RailPlane& x : rp) CHECK(x.rail == -1);
+    }
+  }
+  SECTION("none and lists win over the row") {
+    REQUIRE(p.set(ParamId::kRailId, "none") == Status::kOk);
+    REQUIRE(choose_rail_plane(p, rows[0], 2, &rp, &error) == Status::kOk);
+    CHECK(rp[0].rail == -1);
+    CHECK(rp[1].rail == -1);
+    REQUIRE(p.set(ParamId::kRailId, "3,-1") == Status::kOk);
+    REQUIRE(p.set(ParamId::kPlaneId, "0,1") == Status::kOk);
+    REQUIRE(choose_rail_plane(p, rows[1], 2, &rp, &error) == Status::kOk);
+    CHECK(rp[0].rail == 3);
+    CHECK(rp[1].rail == -1);
+    CHECK(rp[0].plane == 0);
+    CHECK(rp[1].plane == 1);
+    CHECK(rp[0].rail_source == "NCCL_FABRIC_RAIL_ID");
+  }
+  SECTION("a list of the wrong length or a bad id fails with the reason") {
+    for (const char* bad : {"1,2,3", "a,b", "1,,2", "-2,0", "32768,0", "1.5,2"}) {
+      INFO(bad);
+      REQUIRE(p.set(ParamId::kRailId, bad) == Status::kOk);
+      error.clear();
+      CHECK(choose_rail_plane(p, rows[0], 2, &rp, &error) == Status::kInvalidUsage);
+      CHECK(error.find("NCCL_FABRIC_RAIL_ID") == 0);
+    }
+    REQUIRE(p.set(ParamId::kRailId, "auto") == Status::kOk);
+    REQUIRE(p.set(ParamId::kPlaneId, "7") == Status::kOk);
+    CHECK(choose_rail_plane(p, rows[0], 2, &rp, &error) == Status::kInvalidUsage);
+    CHECK(error.find("NCCL_FABRIC_PLANE_ID='7' names 1 id(s), but there are 2") == 0);
+  }
 }

@@ -124,13 +124,13 @@ ncclResult_t NetPlugin::init() {
   switch (version_) {
     case 12:
       config_.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
-      return as<ncclNet_v12_t>(table_)->init(&ctx_, 0x1234, &config_, stderr_logger, nullptr);
+      return as<ncclNet_v12_t>(table_)->init(&ctx_, 0x1234, &config_, stderr_logger, prof_);
     case 11:
       // NCCL always passes a config (trafficClass undefined unless the application set one);
       // plugins may read it without a NULL check (the reference plugin does).
       config_.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
-      return as<ncclNet_v11_t>(table_)->init(&ctx_, 0x1234, &config_, stderr_logger, nullptr);
-    case 10: return as<ncclNet_v10_t>(table_)->init(stderr_logger, nullptr);
+      return as<ncclNet_v11_t>(table_)->init(&ctx_, 0x1234, &config_, stderr_logger, prof_);
+    case 10: return as<ncclNet_v10_t>(table_)->init(stderr_logger, prof_);
     default: break;
   }
   NFC_DISPATCH_V9(init, stderr_logger);
@@ -298,9 +298,9 @@ ncclResult_t NetPlugin::dereg_mr(void* comm, void* mh) { NFC_DISPATCH(deregMr, c
 
 ncclResult_t NetPlugin::isend(void* comm, void* data, size_t size, int tag, void* mh, void** req) {
   switch (version_) {
-    case 12: return as<ncclNet_v12_t>(table_)->isend(comm, data, size, tag, mh, nullptr, req);
-    case 11: return as<ncclNet_v11_t>(table_)->isend(comm, data, size, tag, mh, nullptr, req);
-    case 10: return as<ncclNet_v10_t>(table_)->isend(comm, data, size, tag, mh, nullptr, req);
+    case 12: return as<ncclNet_v12_t>(table_)->isend(comm, data, size, tag, mh, phandle_, req);
+    case 11: return as<ncclNet_v11_t>(table_)->isend(comm, data, size, tag, mh, phandle_, req);
+    case 10: return as<ncclNet_v10_t>(table_)->isend(comm, data, size, tag, mh, phandle_, req);
     case 9: return as<ncclNet_v9_t>(table_)->isend(comm, data, size, tag, mh, req);
     default:
       if (size > 0x7fffffff) return ncclInvalidArgument;
@@ -317,10 +317,21 @@ ncclResult_t NetPlugin::isend(void* comm, void* data, size_t size, int tag, void
 
 ncclResult_t NetPlugin::irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs,
                               void** req) {
+  void* phs[NCCL_NET_MAX_REQUESTS];
+  for (void*& p : phs) p = phandle_;
+  // NCCL stores the hint into the request slot before the call (v9+; its v6-v8 shims clear it).
+  if (optional_completion_ && n == 1 && version_ >= 9)
+    *req = reinterpret_cast<void*>(static_cast<uintptr_t>(NCCL_NET_OPTIONAL_RECV_COMPLETION));
   switch (version_) {
-    case 12: return as<ncclNet_v12_t>(table_)->irecv(comm, n, data, sizes, tags, mhs, nullptr, req);
-    case 11: return as<ncclNet_v11_t>(table_)->irecv(comm, n, data, sizes, tags, mhs, nullptr, req);
-    case 10: return as<ncclNet_v10_t>(table_)->irecv(comm, n, data, sizes, tags, mhs, nullptr, req);
+    case 12:
+      return as<ncclNet_v12_t>(table_)->irecv(comm, n, data, sizes, tags, mhs,
+                                              phandle_ != nullptr ? phs : nullptr, req);
+    case 11:
+      return as<ncclNet_v11_t>(table_)->irecv(comm, n, data, sizes, tags, mhs,
+                                              phandle_ != nullptr ? phs : nullptr, req);
+    case 10:
+      return as<ncclNet_v10_t>(table_)->irecv(comm, n, data, sizes, tags, mhs,
+                                              phandle_ != nullptr ? phs : nullptr, req);
     case 9: return as<ncclNet_v9_t>(table_)->irecv(comm, n, data, sizes, tags, mhs, req);
     default: {
       int narrow[NCCL_NET_MAX_REQUESTS];
@@ -336,6 +347,15 @@ ncclResult_t NetPlugin::irecv(void* comm, int n, void** data, size_t* sizes, int
       }
     }
   }
+}
+
+ncclResult_t NetPlugin::set_net_attr(const ncclNetAttr_v11_t& attr) {
+  ncclNetAttr_v11_t a = attr;
+  if (version_ == 12 && as<ncclNet_v12_t>(table_)->setNetAttr != nullptr)
+    return as<ncclNet_v12_t>(table_)->setNetAttr(ctx_, &a);
+  if (version_ == 11 && as<ncclNet_v11_t>(table_)->setNetAttr != nullptr)
+    return as<ncclNet_v11_t>(table_)->setNetAttr(ctx_, &a);
+  return ncclInvalidUsage;
 }
 
 ncclResult_t NetPlugin::iflush(void* comm, int n, void** data, int* sizes, void** mhs, void** req) {

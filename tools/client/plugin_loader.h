@@ -65,12 +65,25 @@ class NetPlugin {
   // Only for tests that check the table itself.
   const void* table() const { return table_; }
 
+  // As NCCL >= 2.23 does: the profiler callback init hands over (v10+; set before init), and the
+  // handle each isend/irecv passes (every buffer of a receive gets the same one).
+  void set_profiler(ncclProfilerCallback_t cb) { prof_ = cb; }
+  void set_phandle(void* ph) { phandle_ = ph; }
+  // As NCCL does for LL/LL128: *request preset to NCCL_NET_OPTIONAL_RECV_COMPLETION before a
+  // single-buffer irecv (v9+).
+  void set_optional_recv_completion(bool on) { optional_completion_ = on; }
+  // setNetAttr (v11+); ncclInvalidUsage where the version or the plugin has none.
+  ncclResult_t set_net_attr(const ncclNetAttr_v11_t& attr);
+
  private:
   void* lib_ = nullptr;
   const void* table_ = nullptr;
   int version_ = 0;
   void* ctx_ = nullptr;
   ncclNetCommConfig_v11_t config_{};  // what v11 init gets: it must outlive the context
+  ncclProfilerCallback_t prof_ = nullptr;
+  void* phandle_ = nullptr;
+  bool optional_completion_ = false;
 };
 
 // A logger with ncclDebugLogger_t's shape that prints like NCCL does (honours NCCL_DEBUG).
