@@ -1,4 +1,4 @@
-// NCCL 2.24-2.27 (net v10): one init per process; the traffic class comes with connect.
+// NCCL 2.26-2.27 (net v10): one init per process; the traffic class comes with connect.
 #include "api/adapter.h"
 
 namespace nf {

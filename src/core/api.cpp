@@ -307,6 +307,8 @@ Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, v
 Status irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
              void** mhandles, void* const* phandles, void** request) {
   Comm* c = static_cast<Comm*>(recv_comm);
+  // NCCL's hint (LL, LL128): it will read the data's own flags, the completion is optional.
+  const bool optional = *request == reinterpret_cast<void*>(kOptionalRecvCompletion);
   *request = nullptr;  // also overwrites NCCL's 0x1 hint
   if (__builtin_expect(c == nullptr || c->magic != kCommMagic || c->role != CommRole::kRecv, 0)) {
     as_comm(recv_comm, CommRole::kRecv, "irecv");
@@ -319,6 +321,7 @@ Status irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   Request* r = nullptr;
   MemHandle* const* mhs = reinterpret_cast<MemHandle* const*>(mhandles);
   c->cur_phandle = phandles != nullptr ? phandles[0] : nullptr;
+  c->cur_optional = optional && n == 1;
   if (__builtin_expect(c->prof.fn != nullptr, 0)) {
     uint64_t total = 0;
     for (int i = 0; i < n; ++i) total += sizes[i];
@@ -327,6 +330,7 @@ Status irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   }
   Status s = c->protocol->irecv(*c, n, data, sizes, tags, mhs, &r);
   c->cur_phandle = nullptr;
+  c->cur_optional = false;
   *request = r;
   return s;
 }

@@ -30,6 +30,9 @@ Status reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t off
                      void** mhandle);
 Status dereg_mr(void* comm, void* mhandle);
 
+// What NCCL stores in *request before irecv when the completion is optional (LL, LL128; v9+).
+constexpr uintptr_t kOptionalRecvCompletion = 0x1;
+
 // phandle(s): NCCL's profiler handles (v10+; NULL from older NCCL and from bootstrap).
 Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
              void** request);

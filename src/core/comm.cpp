@@ -83,6 +83,8 @@ Request* take_request(Comm& c, ReqType type, int n) {
       r->recv.nbufs = static_cast<uint8_t>(n);
       r->recv.slot = UINT32_MAX;
       r->recv.holds_mrs = false;
+      r->recv.early = false;
+      r->recv.early_open = false;
       break;
     case ReqType::kCtrlSend:
     case ReqType::kCtrlRecv: r->ctrl.size = 0; break;
@@ -336,9 +338,11 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
 void request_release(Request* r) {
   Comm* c = r->comm;
   if (__builtin_expect(r->prof != nullptr, 0)) prof_finish(r);
-  if (r->in_flight != 0 || r->next_deferred != nullptr || c->deferred_tail == r) {
-    // Still referenced by the provider or by the deferred list: back to the pool when that ends
-    // (the last operation's completion, or post_deferred).
+  if (r->in_flight != 0 || r->next_deferred != nullptr || c->deferred_tail == r ||
+      (r->type == ReqType::kRecv && r->recv.early_open)) {
+    // Still referenced by the provider, by the deferred list, or (a receive reported early) by
+    // the writes still to land: back to the pool when that ends (the last operation's
+    // completion, post_deferred, the receive's last write).
     r->state = ReqState::kReleased;
     r->magic = 0;
     return;
@@ -364,6 +368,17 @@ Status request_test(Request* r, int* done, int* sizes) {
       else
         fail_request(r, s);
     }
+  }
+  if (__builtin_expect(r->type == ReqType::kRecv && r->recv.early, 0) &&
+      r->state == ReqState::kPending && r->posted == r->n && r->in_flight == 0 &&
+      r->recv.slot != UINT32_MAX) {
+    // NCCL reads the data's own flags (LL, LL128): its clear-to-send has left, so the writes
+    // land without us; the request lives on until they have (counted then, stats.h).
+    *done = 1;
+    if (sizes != nullptr) sizes[0] = 0;
+    r->recv.early_open = true;
+    request_release(r);
+    return Status::kOk;
   }
   switch (r->state) {
     case ReqState::kPending: *done = 0; return Status::kOk;
@@ -424,7 +439,7 @@ bool comm_pending(const Comm& c, int* sends, int* recvs) {
       return;
     const bool waiting =
         closing ? r->in_flight > 0 || (r->type == ReqType::kRecv && r->recv.slot != UINT32_MAX &&
-                                       r->state == ReqState::kPending)
+                                       (r->state == ReqState::kPending || r->recv.early_open))
                 : r->state == ReqState::kPending && r->magic == kReqMagic;
     if (!waiting) return;
     if (r->type == ReqType::kSend)

@@ -102,6 +102,10 @@ struct RecvJob {
   uint16_t gen;
   uint8_t entries_left;  // buffers not complete yet
   bool holds_mrs;        // holds a use of each buffer's registration until it stops taking writes
+  // NCCL does not need its completion (NCCL_NET_OPTIONAL_RECV_COMPLETION): test() may report it
+  // once its clear-to-send has left (early); early_open: reported so, its data not all landed.
+  bool early;
+  bool early_open;
   uint32_t index[kMaxGroup];  // per buffer: its per-tag index
   uint8_t chunks_expected[kMaxGroup];
   uint8_t chunks_got[kMaxGroup];
@@ -324,8 +328,10 @@ struct Comm {
   // counted down per request, each request slot's events, and a send's wait for a CTS.
   ProfHook prof;
   void* cur_phandle = nullptr;
-  uint64_t cur_bytes = 0;  // ... its size (irecv: the buffers' capacities added up)
-  int cur_tag = -1;        // ... its tag (irecv: the first buffer's)
+  uint64_t cur_bytes = 0;     // ... its size (irecv: the buffers' capacities added up)
+  bool cur_optional = false;  // irecv: NCCL preset the optional-completion hint, one buffer
+  bool early_ok = false;      // recv: receives may complete early (NCCL_FABRIC_EARLY_COMPLETION)
+  int cur_tag = -1;           // ... its tag (irecv: the first buffer's)
   uint32_t prof_gate = UINT32_MAX;
   std::unique_ptr<ProfReq[]> prof_slots;
   void* prof_wait_eh = nullptr;

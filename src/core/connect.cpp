@@ -98,6 +98,7 @@ Status comm_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* o
   l->peer_name = "listener " + l->ep->address_text(addr, len);
   l->offered = env.offered;
   comm_observe(*l, env.prof, env.hints);
+  l->early_ok = env.early_ok;
   l->stage = kPostRecv;
   *out = std::move(l);
   return Status::kOk;
@@ -219,6 +220,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->id = l.id;
       rc->peer_id = l.peer_id;
       comm_observe(*rc, l.prof, l.hints);
+      rc->early_ok = l.early_ok;
       rc->pool = std::move(l.pool);
       rc->ctrl = std::move(l.ctrl);
       rc->ctrl_reg = l.ctrl_reg;

@@ -15,6 +15,7 @@ struct ConnectEnv {
   uint8_t offered;  // protocols this side accepts on the device (kProto* bits)
   ProfHook prof;
   std::shared_ptr<NetHints> hints;
+  bool early_ok = false;  // NCCL_FABRIC_EARLY_COMPLETION applies on the device
 };
 
 Status comm_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out);

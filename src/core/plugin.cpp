@@ -577,6 +577,11 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   out->params = &ctx.params;
   out->prof = ctx.prof;
   out->hints = ctx.hints;
+  // Early completion of receives NCCL does not need completed: where the writes land without
+  // this process progressing (EFA's device RDMA writes), or where the user says so.
+  const std::string& early = ctx.params.get_str(ParamId::kEarlyCompletion);
+  out->early_ok = early == "on" || (early == "auto" && (out->offered & kProtoRdma) &&
+                                    provider_is_efa(out->provider) && !write_emulated);
   return Status::kOk;
 }
 

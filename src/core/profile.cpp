@@ -34,7 +34,7 @@ void prof_take(Comm& c, Request* r) {
   // Called when the gate reached 0: ask (again) whether a profiler collects our events.
   c.prof_gate = kProfRecheck;
   if (c.prof.fn == nullptr) {
-    c.prof_gate = UINT32_MAX;  // no callback (NCCL < 2.23 or the plugin's own tools)
+    c.prof_gate = UINT32_MAX;  // no callback (NCCL < 2.26 or the plugin's own tools)
     return;
   }
   if (c.cur_phandle == nullptr) {

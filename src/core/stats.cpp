@@ -239,6 +239,20 @@ void write_file(const std::string& doc) {
   }
 }
 
+// NCCL before 2.28 (net ABI v6-v10) never finalizes the plugin: the final file is written when the
+// library is unloaded or the process exits, from what the closed comms counted (NCCL closes its
+// comms when the application destroys its communicators). No log line: NCCL may be gone by then.
+__attribute__((destructor)) void stats_at_exit() {
+  Registry& g = reg();
+  bool due = false;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    due = g.configured && !g.path.empty() && !g.finished;
+    g.finished = true;
+  }
+  if (due) write_file(build_json(std::vector<SharedEp*>(), true));
+}
+
 }  // namespace
 
 std::string stats_path(const std::string& pattern) {

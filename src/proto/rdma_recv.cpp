@@ -60,12 +60,20 @@ void maybe_finish_recv(Request* r) {
     rdma_retire_recv(r);
     r->state = ReqState::kDone;
   }
+  if (r->recv.entries_left == 0 && r->recv.early_open) {
+    // Reported early: every write has landed now.
+    rdma_retire_recv(r);
+    r->recv.early_open = false;
+    r->comm->st.msgs.add();
+    r->comm->st.bytes.add(r->recv.sizes[0]);
+  }
   if (r->in_flight == 0 && r->state == ReqState::kReleased) request_release(r);
 }
 
 void fail_recv(Request* r, Status s) {
   fail_request(r, s);
   rdma_retire_recv(r);
+  r->recv.early_open = false;
   if (r->in_flight == 0 && r->state == ReqState::kReleased) request_release(r);
 }
 // The posted receive and buffer that message `index` of `tag` goes to.
@@ -387,8 +395,12 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
     }
   }
   Request* r = take_request(c, ReqType::kRecv, n);
-  r->n = 0;  // its operations: the clear-to-send, once sent (send_cts); the buffers are nbufs
   if (r == nullptr) return comm_progress(c);
+  r->n = 0;  // its operations: the clear-to-send, once sent (send_cts); the buffers are nbufs
+  // NCCL polls the data itself (NCCL_NET_OPTIONAL_RECV_COMPLETION): report it once its CTS has
+  // left, where nothing but writes can fill it (no eager message on this connection) and the
+  // writes land without our progress (Comm::early_ok).
+  r->recv.early = c.cur_optional && c.early_ok && c.eager_max == 0 && need_cts;
   r->recv.slot = UINT32_MAX;
   r->recv.entries_left = static_cast<uint8_t>(n);
   for (int i = 0; i < n; ++i) {

@@ -118,6 +118,10 @@ const ParamDef kDefs[kParamCount] = {
     {ParamId::kNetAttr, "NCCL_FABRIC_NET_ATTR", ParamType::kBool, "1", 0, 1,
      "act on NCCL's per-communicator hints (setNetAttr, NCCL >= 2.28): with as many concurrent "
      "peers as rails, a large RDMA message stays on one rail instead of being cut over all"},
+    {ParamId::kEarlyCompletion, "NCCL_FABRIC_EARLY_COMPLETION", ParamType::kString, "auto", 0, 0,
+     "RDMA receives NCCL marks NCCL_NET_OPTIONAL_RECV_COMPLETION (LL, LL128) are reported done "
+     "once their clear-to-send has left, where no eager message can come: auto (where writes "
+     "land without the receiver's progress: EFA with device RDMA writes), on, off"},
 };
 
 // String parameters that take one of a fixed set of values.
@@ -128,7 +132,9 @@ const char* const* choices_of(ParamId id) {
   static const char* const kGdrModes[] = {"auto", "off", "require", nullptr};
   static const char* const kDmabufModes[] = {"auto", "off", nullptr};
   static const char* const kTunerModes[] = {"auto", "model", "rules", "off", nullptr};
+  static const char* const kOnOffAuto[] = {"auto", "on", "off", nullptr};
   switch (id) {
+    case ParamId::kEarlyCompletion: return kOnOffAuto;
     case ParamId::kTuner: return kTunerModes;
     case ParamId::kGdr: return kGdrModes;
     case ParamId::kDmabuf: return kDmabufModes;

@@ -52,6 +52,7 @@ enum class ParamId : int {
   kRailId,
   kPlaneId,
   kNetAttr,
+  kEarlyCompletion,
   kCount
 };
 

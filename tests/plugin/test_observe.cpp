@@ -662,3 +662,89 @@ TEST_CASE(
     INFO(log);
   }
 }
+
+TEST_CASE(
+    "optional receive completion: reported once the CTS left, data lands after; only "
+    "where no eager message can come",
+    "[plugin][mock][observe]") {
+  struct Case {
+    const char* proto;
+    const char* early;
+    const char* eager;
+    bool expect_early;
+  } cases[] = {{"rdma", "on", "0", true},
+               {"rdma", "on", "8192", false},
+               {"rdma", "off", "0", false},
+               {"rdma", "auto", "0", false},  // the mock emulates writes: not EFA device RDMA
+               {"sendrecv", "on", "0", false}};
+  for (const Case& k : cases) {
+    INFO(k.proto << " NCCL_FABRIC_EARLY_COMPLETION=" << k.early << " EAGER_MAX=" << k.eager);
+    PairOptions opt = observe_mock(k.proto);
+    opt.env.push_back({"NCCL_FABRIC_EARLY_COMPLETION", k.early});
+    opt.env.push_back({"NCCL_FABRIC_EAGER_MAX", k.eager});
+    const bool expect_early = k.expect_early;
+    std::string log;
+    CHECK(run_single(
+        opt,
+        [expect_early](nfc::NetPlugin& p) {
+          mockefa_api api;
+          void* sc = nullptr;
+          void* rc = nullptr;
+          CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+          const size_t kCap = 64 << 10;
+          std::vector<unsigned char> sbuf(kCap), rbuf(kCap);
+          void* smh = nullptr;
+          void* rmh = nullptr;
+          CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kCap, NCCL_PTR_HOST, &smh) == ncclSuccess, "reg");
+          CHILD_CHECK(p.reg_mr(rc, rbuf.data(), kCap, NCCL_PTR_HOST, &rmh) == ncclSuccess, "reg");
+          p.set_optional_recv_completion(true);
+          // More rounds than a comm has requests: an early receive must go back to the pool.
+          for (int m = 0; m < 80; ++m) {
+            const size_t size = m % 2 == 0 ? 4000 : kCap;
+            memset(rbuf.data(), 0, kCap);
+            void* data[1] = {rbuf.data()};
+            size_t caps[1] = {kCap};
+            int tags[1] = {7};
+            void* mhs[1] = {rmh};
+            void* rr = nullptr;
+            CHILD_CHECK(post_recv(p, rc, 1, data, caps, tags, mhs, &rr) == 0, "irecv");
+            CHILD_CHECK(rr != reinterpret_cast<void*>(1), "the hint came back as the request");
+            // Nothing sent yet: done only if it completes early.
+            int done = 0;
+            int sz[8] = {-1};
+            for (int i = 0; i < 200 && !done; ++i)
+              CHILD_CHECK(p.test(rr, &done, sz) == ncclSuccess, "test");
+            CHILD_CHECK(done == (expect_early ? 1 : 0), "round %d: done %d before any send", m,
+                        done);
+            fill(sbuf.data(), size, 2, m);
+            void* sr = nullptr;
+            CHILD_CHECK(post_send(p, sc, sbuf.data(), size, 7, smh, &sr) == 0, "isend");
+            std::vector<void*> reqs = {sr};
+            if (!done) reqs.push_back(rr);
+            std::vector<int> got;
+            CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer");
+            // As NCCL's LL does: wait for the data itself (the send's completion says the
+            // writes are done; the mock lands them then).
+            const auto t0 = std::chrono::steady_clock::now();
+            while (verify(rbuf.data(), size, 2, m) != SIZE_MAX) {
+              CHILD_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10),
+                          "round %d: the data never landed", m);
+              void* probe = nullptr;  // progress, as NCCL's other requests would
+              CHILD_CHECK(p.isend(sc, sbuf.data(), 0, 99, smh, &probe) == ncclSuccess, "probe");
+              if (probe != nullptr) {
+                int d2 = 0;
+                while (!d2) CHILD_CHECK(p.test(probe, &d2, nullptr) == ncclSuccess, "probe test");
+              }
+            }
+          }
+          p.set_optional_recv_completion(false);
+          CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                      "deregMr");
+          CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+          dlclose(api.handle);
+          return 0;
+        },
+        &log));
+    INFO(log);
+  }
+}

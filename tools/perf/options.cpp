@@ -147,6 +147,10 @@ void usage(FILE* f) {
       "                     round (default 3)\n"
       "  -c, --check [0|1]  fill every message with its own pattern and verify every byte "
       "received\n"
+      "  --optional-completion\n"
+      "                     plugin receives of one buffer carry NCCL's optional-completion hint\n"
+      "                     (LL, LL128); one reported done early is waited for by reading its\n"
+      "                     data, as NCCL's LL does (implies --check)\n"
       "                     (timings then include the fill and the check)\n"
       "  --timeout SEC      longest any wait may go without progress, and how long --listen waits\n"
       "                     for its peer (default 150: after the plugin's own 120 s connect "
@@ -207,12 +211,15 @@ std::string real_path(const std::string& p) {
   return realpath(p.c_str(), real) != nullptr ? std::string(real) : p;
 }
 
-const char* const kBenchOpts[] = {
-    "-t",         "--tests",      "-b",       "--minbytes",  "-e",         "--maxbytes",
-    "-f",         "--stepfactor", "-i",       "--stepbytes", "-n",         "--iters",
-    "-w",         "--warmup",     "--window", "--comms",     "--group",    "-r",
-    "--rounds",   "-c",           "--check",  "--no-raw",    "--raw-only", "--raw",
-    "--protocol", "--protocols"};
+const char* const kBenchOpts[] = {"-t",          "--tests",      "-b",
+                                  "--minbytes",  "-e",           "--maxbytes",
+                                  "-f",          "--stepfactor", "-i",
+                                  "--stepbytes", "-n",           "--iters",
+                                  "-w",          "--warmup",     "--window",
+                                  "--comms",     "--group",      "-r",
+                                  "--rounds",    "-c",           "--check",
+                                  "--no-raw",    "--raw-only",   "--raw",
+                                  "--protocol",  "--protocols",  "--optional-completion"};
 
 }  // namespace
 
@@ -333,6 +340,10 @@ int parse_args(int argc, char** argv, Options* o) {
       }
       if (o->protocols.empty() || v.back() == ',')
         return bad("--protocol needs a list of sendrecv, rdma, auto (e.g. sendrecv,rdma)");
+    } else if (a == "--optional-completion") {
+      if (!flag()) return bad(a + " takes no value");
+      o->optional_completion = true;
+      o->check = true;  // the data itself says when it has landed
     } else if (a == "--no-raw") {
       if (!flag()) return bad(a + " takes no value");
       o->run_raw = false;

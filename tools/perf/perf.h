@@ -69,6 +69,9 @@ struct Options {
   long warmup = 200;
   int window = 16, comms = 1, group = 1, rounds = 3;
   bool check = false;
+  // Single-buffer plugin receives carry NCCL's NCCL_NET_OPTIONAL_RECV_COMPLETION hint, and a
+  // receive reported done before its data is waited for by reading the data (as LL does).
+  bool optional_completion = false;
 
   static constexpr long kLatIters = 2000, kLatMinIters = 20;
   static constexpr size_t kLatBytes = 32 * MiB;  // latency: at most this many bytes each way

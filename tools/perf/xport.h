@@ -29,6 +29,8 @@ class Xport {
   virtual Post post_recv(int slot, int comm, char* buf, size_t cap, int n) = 0;
   // True once every message of the slot's operation completed; lens[i] = bytes received.
   virtual bool poll(int slot, size_t* lens) = 0;
+  // Receives of one buffer carry NCCL's optional-completion hint (plugin only; a no-op for raw).
+  virtual void set_optional_completion(bool on) { (void)on; }
 };
 
 // NCCL's view of a peer: per comm index c, a send comm to the peer and a recv comm from it.
@@ -48,8 +50,10 @@ class PluginXport : public Xport {
   Post post_send(int slot, int comm, char* buf, size_t len, int n) override;
   Post post_recv(int slot, int comm, char* buf, size_t cap, int n) override;
   bool poll(int slot, size_t* lens) override;
+  void set_optional_completion(bool on) override { optional_ = on; }
 
  private:
+  bool optional_ = false;
   struct Slot {
     bool send = false;
     int n = 0, parts = 0;  // messages in the operation; posted so far

@@ -143,7 +143,9 @@ Xport::Post PluginXport::post_recv(int slot, int comm, char* buf, size_t cap, in
     mhs[i] = rmr_[static_cast<size_t>(comm)];
   }
   void* req = nullptr;
+  p_.set_optional_recv_completion(optional_ && n == 1);
   ncclResult_t r = p_.irecv(recv_[static_cast<size_t>(comm)], n, data, sizes, tags, mhs, &req);
+  p_.set_optional_recv_completion(false);
   if (r != ncclSuccess) plugin_fail("irecv", r, name_);
   if (req == nullptr) return Post::kRetry;
   s.send = false;
