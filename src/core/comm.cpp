@@ -369,40 +369,41 @@ Status request_test(Request* r, int* done, int* sizes) {
         fail_request(r, s);
     }
   }
-  if (__builtin_expect(r->type == ReqType::kRecv && r->recv.early, 0) &&
-      r->state == ReqState::kPending && r->posted == r->n && r->in_flight == 0 &&
-      r->recv.slot != UINT32_MAX) {
-    // NCCL reads the data's own flags (LL, LL128): its clear-to-send has left, so the writes
-    // land without us; the request lives on until they have (counted then, stats.h).
-    *done = 1;
-    if (sizes != nullptr) sizes[0] = 0;
-    r->recv.early_open = true;
-    request_release(r);
-    return Status::kOk;
-  }
+  // NCCL passes one int for a send or a flush, one per buffer for a receive.
+  auto clamp = [](size_t v) {
+    return v > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(v);
+  };
   switch (r->state) {
-    case ReqState::kPending: *done = 0; return Status::kOk;
+    case ReqState::kPending:
+      if (__builtin_expect(r->type == ReqType::kRecv && r->recv.early, 0) && r->posted == r->n &&
+          r->in_flight == 0 && r->recv.slot != UINT32_MAX) {
+        // NCCL reads the data's own flags (LL, LL128): its clear-to-send has left, so the
+        // writes land without us; the request lives on until they have (counted then).
+        *done = 1;
+        if (sizes != nullptr) sizes[0] = 0;
+        r->recv.early_open = true;
+        request_release(r);
+        return Status::kOk;
+      }
+      *done = 0;
+      return Status::kOk;
     case ReqState::kDone:
       *done = 1;
-      if (sizes != nullptr) {
-        // NCCL passes one int for a send or a flush, one per buffer for a receive.
-        auto clamp = [](size_t v) {
-          return v > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(v);
-        };
-        if (r->type == ReqType::kRecv) {
-          for (int i = 0; i < r->recv.nbufs; ++i) sizes[i] = clamp(r->recv.sizes[i]);
-        } else {
-          sizes[0] = r->type == ReqType::kSend ? clamp(r->send.size) : 0;
-        }
-      }
-      if (r->type == ReqType::kSend) {
-        c.st.msgs.add();
-        c.st.bytes.add(r->send.size);
-      } else if (r->type == ReqType::kRecv) {
+      if (r->type == ReqType::kRecv) {
         size_t got = 0;
-        for (int i = 0; i < r->recv.nbufs; ++i) got += r->recv.sizes[i];
+        for (int i = 0; i < r->recv.nbufs; ++i) {
+          got += r->recv.sizes[i];
+          if (sizes != nullptr) sizes[i] = clamp(r->recv.sizes[i]);
+        }
         c.st.msgs.add();
         c.st.bytes.add(got);
+      } else {
+        const size_t sent = r->type == ReqType::kSend ? r->send.size : 0;
+        if (sizes != nullptr) sizes[0] = clamp(sent);
+        if (r->type == ReqType::kSend) {
+          c.st.msgs.add();
+          c.st.bytes.add(sent);
+        }
       }
       request_release(r);
       return Status::kOk;

@@ -365,3 +365,19 @@ TEST_CASE("a stopped peer fails within the bound; a briefly stopped or idle one 
     }
   }
 }
+
+TEST_CASE("a stopped peer is ncclTimeout where NCCL knows it (v12), ncclRemoteError before (v11)",
+          "[peers][failure]") {
+  // fault_body checks the code against the ABI version the pair loaded.
+  for (int abi : {11, 12}) {
+    if (!selected("tcp;ofi_rxm", "sendrecv")) continue;
+    INFO("net ABI v" << abi);
+    PairOptions opt = peer_options("tcp;ofi_rxm", "sendrecv");
+    opt.abi_version = abi;
+    opt.rank1_may_die = true;
+    std::string log;
+    CHECK(run_pair(
+        opt, [](Side& s) { return fault_body(s, Fault::kStopLong); }, &log));
+    if (!log.empty()) WARN(log);
+  }
+}
