@@ -340,6 +340,8 @@ void collect_devices(const std::string& path, Report* r) {
     d.speed_mbps = props.speed;
     d.ptr_support = props.ptr_support;
     d.max_recvs = props.max_recvs;
+    d.rail_id = props.rail_id;
+    d.plane_id = props.plane_id;
     d.rails = 1;
     for (char c : props.name) d.rails += c == '+';
     const size_t x = props.name.rfind('x');

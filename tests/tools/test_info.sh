@@ -36,6 +36,7 @@ env "${base[@]}" "$info" --no-cuda --plugin "$plugin" >"$out" 2>&1
 rc=$?
 if [ $rc -gt 1 ]; then echo "FAIL: exit $rc on this machine"; cat "$out"; fail=1; fi
 for p in "== platform" "== libfabric" "== NICs" "== NCCL devices" "ptrSupport=HOST" \
+         "railId=-1 planeId=-1" \
          "GPUDirect RDMA off" "== limits" "== environment" "NCCL_NET_PLUGIN=$plugin  \[user\]" \
          "== checks"; do
   grep -q -- "$p" "$out" || { echo "FAIL: '$p' missing"; cat "$out"; fail=1; }

@@ -199,9 +199,11 @@ void print_text(const Report& r, FILE* out) {
   fprintf(out, "\n== NCCL devices (plugin %s, ABI v%d)\n", r.plugin.c_str(), r.plugin_abi);
   if (!r.plugin_error.empty()) fprintf(out, "  plugin error: %s\n", r.plugin_error.c_str());
   for (const DeviceInfo& d : r.devices)
-    fprintf(out, "  %d: %-28s rails=%d speed=%d Mb/s ptrSupport=%s maxRecvs=%d pci=%s\n", d.index,
-            d.name.c_str(), d.rails, d.speed_mbps, ptr_text(d.ptr_support).c_str(), d.max_recvs,
-            d.pci_path.empty() ? "none" : d.pci_path.c_str());
+    fprintf(out,
+            "  %d: %-28s rails=%d speed=%d Mb/s ptrSupport=%s maxRecvs=%d railId=%d planeId=%d "
+            "pci=%s\n",
+            d.index, d.name.c_str(), d.rails, d.speed_mbps, ptr_text(d.ptr_support).c_str(),
+            d.max_recvs, d.rail_id, d.plane_id, d.pci_path.empty() ? "none" : d.pci_path.c_str());
   if (!r.gdr_reason.empty()) fprintf(out, "  %s\n", r.gdr_reason.c_str());
   if (!r.dmabuf_reason.empty()) fprintf(out, "  %s\n", r.dmabuf_reason.c_str());
   fprintf(out, "\n== limits\n  memlock: %s\n  huge pages: %lu total, %lu free, %lu kB each\n",
@@ -270,8 +272,10 @@ void print_json(const Report& r, FILE* out) {
     kv("name", d.name);
     kv("pci_path", d.pci_path);
     kv("ptr_support", ptr_text(d.ptr_support));
-    fprintf(out, "\"index\": %d, \"rails\": %d, \"speed_mbps\": %d, \"max_recvs\": %d}", d.index,
-            d.rails, d.speed_mbps, d.max_recvs);
+    fprintf(out,
+            "\"index\": %d, \"rails\": %d, \"speed_mbps\": %d, \"max_recvs\": %d, \"rail_id\": %d, "
+            "\"plane_id\": %d}",
+            d.index, d.rails, d.speed_mbps, d.max_recvs, d.rail_id, d.plane_id);
   }
   fputs("]}, \"limits\": {", out);
   fprintf(out,

@@ -32,6 +32,8 @@ struct DeviceInfo {
   int speed_mbps = 0;
   int ptr_support = 0;
   int max_recvs = 1;
+  int rail_id = -1;  // NCCL >= 2.30 (ABI v12): -1 undefined
+  int plane_id = -1;
 };
 
 struct EnvVar {
