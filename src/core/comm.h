@@ -345,6 +345,9 @@ struct Comm {
   uint64_t stall_events = 0;
   bool stall_warned = false;
   bool stats_folded = false;  // its counters joined its device's totals (close)
+  // The handshake is done (set under sep->mu): the statistics may read its names and protocol,
+  // which a connect writes without the lock while the comm is already on the endpoint's list.
+  bool established = false;
   uint32_t watch_seq = UINT32_MAX;
   uint64_t watch_seen_ns = 0;
   // Registrations NCCL released while operations still used them (teardown after an abort): kept,

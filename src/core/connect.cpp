@@ -236,6 +236,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       for (int k = 0; k < kMaxRails; ++k) rc->peer_rail[k] = l.peer_rail[k];
       rc->eager_max = l.eager_max;
       NF_CHECK(rc->protocol->setup(*rc));
+      rc->established = true;
       comm_register(*rc);
       l.accepted = true;
       NF_INFO(kSubsysNet, "accepted a connection from %s: %s%s", rc->peer_name.c_str(),
@@ -354,6 +355,7 @@ Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
       request_release(c.ctrl_recv);
       request_release(c.ctrl_send);  // may still be in flight: released when it completes
       c.ctrl_recv = c.ctrl_send = nullptr;
+      c.established = true;
       NF_INFO(kSubsysNet, "connected to %s: %s, %d rail(s)", c.peer_name.c_str(), c.protocol->name,
               c.nrails);
       *done = true;

@@ -181,7 +181,7 @@ std::string build_json(const std::vector<SharedEp*>& seps, bool final) {
     DevTotals& t = devs[sep->dev];
     name_device(t, *sep);
     for (const Comm* c : sep->comms) {
-      if (c->role == CommRole::kListen || c->stats_folded) continue;
+      if (c->role == CommRole::kListen || c->stats_folded || !c->established) continue;
       add_comm(t, *c);
       ++t.open;
       comms.push_back(comm_json(*c, now));
@@ -320,7 +320,7 @@ void stats_watch(SharedEp& sep, uint64_t now) {
     stall_ns = g.stall_ns;
   }
   for (Comm* c : sep.comms) {
-    if (c->role == CommRole::kListen || c->closing || !c->pool) continue;
+    if (c->role == CommRole::kListen || c->closing || !c->pool || !c->established) continue;
     int ps = 0, pr = 0;
     const bool pend = comm_pending(*c, &ps, &pr);
     if (!pend || c->stall_since_ns == 0 || c->events != c->stall_events) {
