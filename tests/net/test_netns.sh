@@ -164,7 +164,7 @@ finish() {  # name proto expect bound_s
   else
     # Non-zero on the surviving side(s), within the bound, never a hang (124).
     [ "$ra" != 0 ] && [ "$ra" != 124 ] && [ "$rb" != 124 ] || ok=0
-    grep -q "failed\|error\|Error" "$WORK/a.log" || ok=0
+    grep -q "failed\|error\|Error\|ncclTimeout" "$WORK/a.log" || ok=0
     local seen
     seen=$(grep -m1 -o "peer [^ ]* failed: [^;]*\|no answer within [A-Z_]*\|connect to [^ ]*: [^;]*" "$WORK/a.log" | head -1)
     outcome="rank 0 exit $ra, rank 1 exit $rb${seen:+: $seen}"

@@ -20,6 +20,8 @@ const char* result_name(ncclResult_t r) {
     case ncclInvalidUsage: return "ncclInvalidUsage";
     case ncclRemoteError: return "ncclRemoteError";
     case ncclInProgress: return "ncclInProgress";
+    // NCCL >= 2.30 (net ABI v12): the peer stopped answering. NCCL 2.28's headers lack it.
+    case static_cast<ncclResult_t>(8): return "ncclTimeout";
     default: return "unknown ncclResult_t";
   }
 }
