@@ -23,7 +23,7 @@ for d in "${debs[@]}"; do
 done
 
 echo "== lintian (every tag it may still print is explained in debian/*.lintian-overrides)"
-lintian --fail-on error,warning --no-tag-display-limit "${debs[@]}" "$WORK"/*.changes \
+lintian --fail-on error,warning --tag-display-limit 0 "${debs[@]}" "$WORK"/*.changes \
   || { echo "packages.sh: lintian found errors or warnings"; exit 1; }
 
 echo "== install"
