@@ -216,12 +216,16 @@ std::string build_json(const std::vector<SharedEp*>& seps, bool final) {
 }
 
 // Writes the file (a temporary then a rename: a reader never sees half of it). Registry unlocked.
-void write_file(const std::string& doc) {
+// One write at a time (the keeper's periodic one, finalize's, the one at exit share the temporary
+// file's name), and a periodic one never replaces the final one.
+void write_file(const std::string& doc, bool final) {
+  static std::mutex* write_mu = new std::mutex();  // never destroyed: used at exit
+  std::lock_guard<std::mutex> wlock(*write_mu);
   Registry& g = reg();
   std::string path;
   {
     std::lock_guard<std::mutex> lock(g.mu);
-    if (g.path.empty()) return;
+    if (g.path.empty() || (!final && g.finished)) return;
     path = stats_path(g.path);
   }
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
@@ -250,7 +254,7 @@ __attribute__((destructor)) void stats_at_exit() {
     due = g.configured && !g.path.empty() && !g.finished;
     g.finished = true;
   }
-  if (due) write_file(build_json(std::vector<SharedEp*>(), true));
+  if (due) write_file(build_json(std::vector<SharedEp*>(), true), true);
 }
 
 }  // namespace
@@ -376,7 +380,7 @@ void stats_tick(const std::vector<SharedEp*>& seps, uint64_t now) {
       return;
     g.last_write_ns = now;
   }
-  write_file(build_json(seps, false));
+  write_file(build_json(seps, false), false);
 }
 
 std::string stats_json(bool final) {
@@ -392,7 +396,7 @@ void stats_finish() {
     g.finished = true;
   }
   const std::string doc = stats_json(true);
-  write_file(doc);
+  write_file(doc, true);
   std::lock_guard<std::mutex> lock(g.mu);
   for (const auto& kv : g.closed) {
     const DevTotals& t = kv.second;
