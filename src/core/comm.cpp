@@ -256,7 +256,7 @@ Comm::~Comm() {
     pool->for_each([](Request* r) {
       if (r->state != ReqState::kFree && r->prof != nullptr) prof_finish(r);
     });
-    prof_stop_wait(*this);
+    prof_wait_stop(*this);
   }
   for (size_t i = 0; i < sep->comms.size(); ++i) {
     if (sep->comms[i] == this) {

@@ -83,6 +83,5 @@ void prof_finish(Request* r);
 // A send waits for the receiver's clear-to-send (start) / waits no longer (stop).
 void prof_wait_start(Comm& c, uint64_t bytes, int tag);
 void prof_wait_stop(Comm& c);
-inline void prof_stop_wait(Comm& c) { prof_wait_stop(c); }
 
 }  // namespace nf
