@@ -36,11 +36,12 @@ void destroy_global() {
 namespace {
 
 const char* const kViolationNames[] = {
-    "no_desc",        "bad_desc",    "desc_range",  "rma_key",         "rma_bounds",
-    "rma_access",     "cq_data",     "msg_size",    "inject_size",     "iov_limit",
-    "ctx_reuse",      "bad_addr",    "not_enabled", "missing_cap",     "mr_in_use",
-    "writedata_size", "unsupported", "opt_state",   "busy_close",      "dmabuf_fd",
-    "dmabuf_range",   "no_eq",       "api_version", "device_rdma_env",
+    "no_desc",        "bad_desc",     "desc_range",  "rma_key",         "rma_bounds",
+    "rma_access",     "cq_data",      "msg_size",    "inject_size",     "iov_limit",
+    "ctx_reuse",      "bad_addr",     "not_enabled", "missing_cap",     "mr_in_use",
+    "writedata_size", "unsupported",  "opt_state",   "busy_close",      "dmabuf_fd",
+    "dmabuf_range",   "no_eq",        "api_version", "device_rdma_env", "no_context",
+    "ctx_clobbered",  "unknown_peer", "write_recv",  "fabric_mismatch",
 };
 const char* const kFaultNames[] = {
     "eagain",     "error",        "unreachable", "cq_delay", "cq_reorder",
@@ -194,6 +195,8 @@ Profile read_profile() {
   p.write_event_context = env_u64("MOCKEFA_WRITE_EVENT_CONTEXT", 0) != 0;
   p.verbose = env_flag("MOCKEFA_VERBOSE", false);
   p.abort_on_violation = env_flag("MOCKEFA_ABORT_ON_VIOLATION", false);
+  p.no_unsolicited_write_recv = env_flag("MOCKEFA_NO_UNSOLICITED_WRITE_RECV", false);
+  p.direct_reorder = env_flag("MOCKEFA_DIRECT_REORDER", true);
   return p;
 }
 

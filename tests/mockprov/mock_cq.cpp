@@ -13,7 +13,19 @@ namespace {
 
 void release_ctx(const CqEntry& e) {
   if (!e.track_ctx) return;
-  if (Ep* ep = ep_by_serial(e.ep_serial)) ep->inflight_ctx.erase(e.op_context);
+  Ep* ep = ep_by_serial(e.ep_serial);
+  if (!ep) return;
+  ep->inflight_ctx.erase(e.op_context);
+  auto it = ep->ctx_marks.find(e.op_context);
+  if (it == ep->ctx_marks.end()) return;
+  uintptr_t w[2];
+  std::memcpy(w, e.op_context, sizeof w);
+  if (w[0] != it->second.first || w[1] != it->second.second)
+    violation(MOCKEFA_V_CTX_CLOBBERED,
+              "efa-direct context %p was written by the application while its op was in flight "
+              "(FI_CONTEXT2: the provider owns it until the completion is read)",
+              e.op_context);
+  ep->ctx_marks.erase(it);
 }
 
 void write_entry(const Cq* cq, const CqEntry& e, uint8_t* out) {
@@ -59,7 +71,7 @@ ssize_t cq_read_common(fid_cq* fcq, void* buf, size_t count, fi_addr_t* src) {
   bool reorder = false;
   for (Ep* ep : std::vector<Ep*>(cq->eps)) {
     progress_ep(ep);
-    reorder = reorder || ep->faults.cq_reorder;
+    reorder = reorder || ep->faults.cq_reorder || ep->reorder;
   }
   std::vector<size_t> visible;
   for (size_t i = 0; i < cq->entries.size(); ++i)

@@ -214,22 +214,24 @@ int ep_setopt(fid* f, int level, int optname, const void* optval, size_t optlen)
       return 0;
     case kOptMaxMsgSize:
       if (!read_opt(optval, optlen, &sz)) return -FI_EINVAL;
-      return set_size_limit(sz, p.max_msg_size, &ep->max_msg);
+      return set_size_limit(sz, ep->direct ? kDirectMtu : p.max_msg_size, &ep->max_msg);
     case kOptMaxTaggedSize:
+      if (ep->direct) return -FI_ENOPROTOOPT;  // efa-direct: no tagged size options
       if (!read_opt(optval, optlen, &sz)) return -FI_EINVAL;
       return set_size_limit(sz, p.max_msg_size, &ep->max_tagged);
     case kOptMaxRmaSize:
       if (!read_opt(optval, optlen, &sz)) return -FI_EINVAL;
-      return set_size_limit(sz, p.max_msg_size, &ep->max_rma);
+      return set_size_limit(sz, ep->direct ? kDirectMaxRdma : p.max_msg_size, &ep->max_rma);
     case kOptInjectMsgSize:
       if (!read_opt(optval, optlen, &sz)) return -FI_EINVAL;
       return set_size_limit(sz, ep->inject_size, &ep->inject_msg);
     case kOptInjectTaggedSize:
+      if (ep->direct) return -FI_ENOPROTOOPT;
       if (!read_opt(optval, optlen, &sz)) return -FI_EINVAL;
       return set_size_limit(sz, ep->inject_size, &ep->inject_tagged);
     case kOptInjectRmaSize:
       if (!read_opt(optval, optlen, &sz)) return -FI_EINVAL;
-      return set_size_limit(sz, ep->inject_size, &ep->inject_rma);
+      return set_size_limit(sz, ep->direct ? 0 : ep->inject_size, &ep->inject_rma);
     case kOptMaxAtomicSize:
     case kOptInjectAtomicSize: return -FI_EOPNOTSUPP;  // the mock has no atomics
     case kOptEfaRnrRetry:
@@ -404,6 +406,29 @@ int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   domain_gid(d->index, ep->addr.gid);
   ep->addr.qpn = next_qpn(d->index, ep->addr.gid);
   ep->addr.qkey = mix32(ep->serial) | 1u;
+  if (d->direct) {
+    // efa-direct: no tagged ops, no ordering, sends of one MTU, 32 bytes inline, 2 SGEs, every
+    // op goes straight to the device (no handshake, device RDMA), FI_CONTEXT2 contexts.
+    const bool rdma = p.nic_rdma_read && p.nic_rdma_write;
+    ep->direct = true;
+    ep->rx_cq_data = (info->mode & FI_RX_CQ_DATA) != 0;
+    ep->reorder = p.direct_reorder;
+    ep->caps = (info->caps ? info->caps : kDirectBaseCaps | (rdma ? kDirectRmaCaps : 0)) &
+               (kDirectBaseCaps | (rdma ? kDirectRmaCaps : 0) | FI_HMEM);
+    ep->tx_msg_order = ep->rx_msg_order = 0;
+    ep->inject_size = pick(info->tx_attr ? info->tx_attr->inject_size : 0, kDirectInjectSize);
+    ep->inject_msg = ep->inject_size;
+    ep->inject_tagged = ep->inject_rma = 0;  // no tagged ops; no inline RDMA write
+    const size_t ep_max = info->ep_attr ? info->ep_attr->max_msg_size : 0;
+    ep->max_msg = pick(ep_max, kDirectMtu);
+    ep->max_tagged = 0;
+    ep->max_rma = pick(ep_max, kDirectMaxRdma);
+    ep->tx_iov_limit = pick(info->tx_attr ? info->tx_attr->iov_limit : 0, kDirectIovLimit);
+    ep->rx_iov_limit = pick(info->rx_attr ? info->rx_attr->iov_limit : 0, kDirectIovLimit);
+    ep->rma_iov_limit = kDirectRmaLocalIovLimit;
+    ep->use_device_rdma = rdma;
+    ep->homogeneous_peers = true;
+  }
   apply_faults(ep, faults_for_new_endpoint());
   g().eps_by_serial[ep->serial] = ep;
   d->children++;

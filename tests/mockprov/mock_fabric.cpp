@@ -125,6 +125,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* conte
   if (d->mr_mode & kMrBasicLegacy) d->mr_mode = kMrRequired;
   d->caps = info->caps;
   d->profile = p;
+  d->direct = fab->direct;
   fab->domains++;
   g().counters.open_domains++;
   *dom = &d->h.fid;
@@ -232,7 +233,11 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** fav, void* context) {
 
 int mock_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
   if (!attr || !fabric) return -FI_EINVAL;
-  if (attr->name && std::strcmp(attr->name, kFabricName) != 0) return -FI_ENODATA;
+  bool direct = false;
+#if MOCKEFA_HAVE_DIRECT
+  direct = attr->name && std::strcmp(attr->name, kDirectFabricName) == 0;
+#endif
+  if (attr->name && !direct && std::strcmp(attr->name, kFabricName) != 0) return -FI_ENODATA;
   Lock lk(g().mu);
   auto* fab = new Fabric();
   fab->h.self = fab;
@@ -244,6 +249,7 @@ int mock_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
   // the application asked fi_getinfo for (and copies it into fid_fabric.api_version after we
   // return). EFA keys several behaviours on it; so does the mock.
   fab->api_version = attr->api_version;
+  fab->direct = direct;
   fab->h.fid.api_version = attr->api_version;
   g().last_api_version = attr->api_version;
   g().counters.open_fabrics++;

@@ -153,6 +153,40 @@ struct Chosen {
   const EfaAddr* src_filter = nullptr;
 };
 
+// The endpoint type, address format, fabric and provider names; null when the hints allow
+// `fabric` ("efa" or "efa-direct").
+const char* choose_names(const fi_info* h, const char* fabric) {
+  if (h->ep_attr && h->ep_attr->type != FI_EP_UNSPEC && h->ep_attr->type != FI_EP_RDM)
+    return "ep_attr->type is not FI_EP_RDM (the mock has no DGRAM/MSG endpoints)";
+  if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_ADDR_EFA) return "addr_format";
+  if (h->fabric_attr) {
+    if (h->fabric_attr->name && std::strcmp(h->fabric_attr->name, fabric) != 0)
+      return "fabric_attr->name is another fabric";
+    if (h->fabric_attr->prov_name && strcasecmp(h->fabric_attr->prov_name, kProvName) != 0)
+      return "fabric_attr->prov_name";
+  }
+  return nullptr;
+}
+
+// The domain limits and the source-address filter both fabrics share; null when they pass.
+const char* choose_domain_and_src(const fi_info* h, Chosen* c) {
+  if (const fi_domain_attr* d = h->domain_attr) {
+    if (d->mr_key_size > kMrKeySize) return "domain_attr->mr_key_size";
+    if (d->cq_data_size > kCqDataSize) return "domain_attr->cq_data_size > 4";
+    if (d->cq_cnt > 512 || d->ep_cnt > 256 || d->tx_ctx_cnt > 256 || d->rx_ctx_cnt > 256)
+      return "domain_attr counts";
+    if (d->max_ep_tx_ctx > 1 || d->max_ep_rx_ctx > 1) return "domain_attr->max_ep_*_ctx";
+    if (d->max_ep_stx_ctx || d->max_ep_srx_ctx) return "shared contexts";
+    if (d->mr_iov_limit > kMrIovLimit) return "domain_attr->mr_iov_limit";
+    if (d->threading != FI_THREAD_UNSPEC) c->threading = d->threading;
+    if (d->resource_mgmt != FI_RM_UNSPEC) c->rm = d->resource_mgmt;
+    c->domain_filter = d->name;
+  }
+  if (h->src_addr && h->src_addrlen == kAddrLen)
+    c->src_filter = static_cast<const EfaAddr*>(h->src_addr);
+  return nullptr;
+}
+
 // Returns null when the hints select the mock, else the reason they do not.
 const char* choose(const Profile& p, const fi_info* h, Chosen* c) {
   const uint64_t prov_caps =
@@ -166,15 +200,7 @@ const char* choose(const Profile& p, const fi_info* h, Chosen* c) {
     c->mr_mode = kMrRequired | (p.require_mr_local ? FI_MR_LOCAL : 0);
     return nullptr;
   }
-  if (h->ep_attr && h->ep_attr->type != FI_EP_UNSPEC && h->ep_attr->type != FI_EP_RDM)
-    return "ep_attr->type is not FI_EP_RDM (the mock has no DGRAM/MSG endpoints)";
-  if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_ADDR_EFA) return "addr_format";
-  if (h->fabric_attr) {
-    if (h->fabric_attr->name && std::strcmp(h->fabric_attr->name, kFabricName) != 0)
-      return "fabric_attr->name is not \"efa\"";
-    if (h->fabric_attr->prov_name && strcasecmp(h->fabric_attr->prov_name, kProvName) != 0)
-      return "fabric_attr->prov_name";
-  }
+  if (const char* why = choose_names(h, kFabricName)) return why;
   if (h->caps & ~prov_caps) return "caps the mock lacks";
   const bool hmem = (h->caps & FI_HMEM) != 0;
   const int full = kMrRequired | (hmem ? FI_MR_HMEM : 0);
@@ -249,20 +275,8 @@ const char* choose(const Profile& p, const fi_info* h, Chosen* c) {
   if (const fi_domain_attr* d = h->domain_attr) {
     if (d->control_progress == FI_PROGRESS_AUTO || d->data_progress == FI_PROGRESS_AUTO)
       return "FI_PROGRESS_AUTO (efa RDM is manual progress)";
-    if (d->mr_key_size > kMrKeySize) return "domain_attr->mr_key_size";
-    if (d->cq_data_size > kCqDataSize) return "domain_attr->cq_data_size > 4";
-    if (d->cq_cnt > 512 || d->ep_cnt > 256 || d->tx_ctx_cnt > 256 || d->rx_ctx_cnt > 256)
-      return "domain_attr counts";
-    if (d->max_ep_tx_ctx > 1 || d->max_ep_rx_ctx > 1) return "domain_attr->max_ep_*_ctx";
-    if (d->max_ep_stx_ctx || d->max_ep_srx_ctx) return "shared contexts";
-    if (d->mr_iov_limit > kMrIovLimit) return "domain_attr->mr_iov_limit";
-    if (d->threading != FI_THREAD_UNSPEC) c->threading = d->threading;
-    if (d->resource_mgmt != FI_RM_UNSPEC) c->rm = d->resource_mgmt;
-    c->domain_filter = d->name;
   }
-  if (h->src_addr && h->src_addrlen == kAddrLen)
-    c->src_filter = static_cast<const EfaAddr*>(h->src_addr);
-  return nullptr;
+  return choose_domain_and_src(h, c);
 }
 
 fi_info* build_info(const Profile& p, const Chosen& c, int index, uint32_t version) {
@@ -328,33 +342,179 @@ fi_info* build_info(const Profile& p, const Chosen& c, int index, uint32_t versi
   return fi;
 }
 
+#if MOCKEFA_HAVE_DIRECT
+// What an `efa-direct` entry adds to Chosen (efa-semantics §1.4).
+struct DirectExtra {
+  uint64_t mode = FI_CONTEXT2 | FI_RX_CQ_DATA;
+  size_t max_msg_size = kDirectMtu;
+  fi_progress control_progress = FI_PROGRESS_AUTO, data_progress = FI_PROGRESS_AUTO;
+};
+
+// The `efa-direct` entry's filter; null when the hints select it, else why not. Stricter than
+// libfabric's generic rules where §1.4 leaves room: every mr_mode bit it needs must be offered.
+const char* choose_direct(const Profile& p, const fi_info* h, Chosen* c, DirectExtra* x) {
+  const bool rdma = p.nic_rdma_read && p.nic_rdma_write;       // RMA caps need both (§1.4)
+  const uint64_t hmem = p.gdr == GdrMode::kP2p ? FI_HMEM : 0;  // HMEM needs P2P
+  const uint64_t prov_caps = kDirectBaseCaps | (rdma ? kDirectRmaCaps : 0) | hmem;
+  const uint64_t tx_caps = FI_MSG | FI_SEND | (rdma ? FI_RMA | FI_READ | FI_WRITE : 0) | hmem;
+  const uint64_t rx_caps =
+      FI_MSG | FI_RECV | FI_SOURCE | (rdma ? FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE : 0) | hmem;
+  c->tx_msg_order = c->rx_msg_order = 0;
+  c->inject_size = kDirectInjectSize;
+  c->tx_size = p.tx_size;
+  c->rx_size = p.rx_size;
+  c->tx_iov = c->rx_iov = kDirectIovLimit;
+  c->tag_format = 0;
+  if (!h) {
+    c->caps = prov_caps & ~FI_HMEM;
+    c->mr_mode = FI_MR_LOCAL | kMrRequired;
+    x->max_msg_size = rdma ? std::max(kDirectMtu, kDirectMaxRdma) : kDirectMtu;
+    return nullptr;
+  }
+  if (const char* why = choose_names(h, kDirectFabricName)) return why;
+  if (h->caps & ~prov_caps)
+    return "caps efa-direct lacks (TAGGED, ATOMIC, DIRECTED_RECV, MULTI_RECV, RMA without device "
+           "RDMA read+write, HMEM without P2P, ...)";
+  if (!(h->mode & FI_CONTEXT2)) return "mode lacks FI_CONTEXT2 (efa-direct requires it)";
+  x->mode = FI_CONTEXT2 | (h->mode & FI_RX_CQ_DATA);
+
+  uint64_t caps = prov_caps & ~FI_HMEM;
+  if (h->caps) {
+    caps = (h->caps & (prov_caps & ~(FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM))) | FI_LOCAL_COMM |
+           FI_REMOTE_COMM | (h->caps & FI_SOURCE);
+    if ((h->caps & FI_REMOTE_COMM) && !(h->caps & FI_LOCAL_COMM)) caps &= ~FI_LOCAL_COMM;
+    if ((caps & FI_MSG) && !(caps & (FI_SEND | FI_RECV))) caps |= FI_SEND | FI_RECV;
+    if ((caps & FI_RMA) && !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+      caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  }
+  // A NIC without unsolicited write recv: write-with-immediate needs a posted receive, which
+  // only an application that accepted FI_RX_CQ_DATA posts.
+  if (p.no_unsolicited_write_recv && (caps & FI_RMA) && !(h->mode & FI_RX_CQ_DATA))
+    return "FI_RMA without FI_RX_CQ_DATA in mode on a NIC without unsolicited write recv";
+  const int need = FI_MR_LOCAL | kMrRequired | ((caps & FI_HMEM) ? FI_MR_HMEM : 0);
+  if (h->domain_attr) {
+    int user = h->domain_attr->mr_mode;
+    if (user & kMrScalableLegacy) return "mr_mode FI_MR_SCALABLE";
+    if (user & kMrBasicLegacy) user |= kMrRequired;
+    if (h->mode & kModeLocalMrLegacy) user |= FI_MR_LOCAL;
+    if ((user & need) != need)
+      return "mr_mode lacks LOCAL, ALLOCATED, PROV_KEY, VIRT_ADDR (or HMEM with FI_HMEM)";
+  }
+  c->caps = caps;
+  c->mr_mode = need;
+  const size_t max_msg = (caps & FI_RMA) ? std::max(kDirectMtu, kDirectMaxRdma) : kDirectMtu;
+  x->max_msg_size = max_msg;
+
+  if (const fi_tx_attr* t = h->tx_attr) {
+    if (t->caps & ~tx_caps) return "tx_attr->caps";
+    if (t->msg_order) return "tx_attr->msg_order (efa-direct offers no ordering)";
+    if (t->comp_order) return "tx_attr->comp_order";
+    if (t->inject_size > kDirectInjectSize) return "tx_attr->inject_size > 32";
+    if (t->size > p.tx_size) return "tx_attr->size";
+    if (t->iov_limit > kDirectIovLimit) return "tx_attr->iov_limit > 2";
+    if (t->rma_iov_limit > kRmaIovLimit) return "tx_attr->rma_iov_limit";
+    c->tx_op_flags = t->op_flags;
+    if (t->inject_size) c->inject_size = t->inject_size;
+    if (t->size) c->tx_size = t->size;
+    if (t->iov_limit) c->tx_iov = t->iov_limit;
+    if (t->rma_iov_limit) c->rma_iov = t->rma_iov_limit;
+  }
+  if (const fi_rx_attr* r = h->rx_attr) {
+    if (r->caps & ~rx_caps) return "rx_attr->caps";
+    if (r->msg_order) return "rx_attr->msg_order (efa-direct offers no ordering)";
+    if (r->comp_order) return "rx_attr->comp_order";
+    if (r->size > p.rx_size) return "rx_attr->size";
+    if (r->iov_limit > kDirectIovLimit) return "rx_attr->iov_limit > 2";
+    c->rx_op_flags = r->op_flags;
+    if (r->size) c->rx_size = r->size;
+    if (r->iov_limit) c->rx_iov = r->iov_limit;
+  }
+  if (const fi_ep_attr* e = h->ep_attr) {
+    if (e->protocol != FI_PROTO_UNSPEC && e->protocol != FI_PROTO_EFA) return "ep_attr->protocol";
+    if (e->max_msg_size > max_msg)
+      return "ep_attr->max_msg_size above the MTU (without FI_RMA) or max_rdma_size";
+    if (e->tx_ctx_cnt > 1 && e->tx_ctx_cnt != FI_SHARED_CONTEXT) return "ep_attr->tx_ctx_cnt";
+    if (e->rx_ctx_cnt > 1 && e->rx_ctx_cnt != FI_SHARED_CONTEXT) return "ep_attr->rx_ctx_cnt";
+  }
+  if (const fi_domain_attr* d = h->domain_attr) {
+    // AUTO is the provider's level, the strictest there is: every progress hint passes
+    // libfabric's check, and the hint's value is what comes back.
+    if (d->control_progress != FI_PROGRESS_UNSPEC) x->control_progress = d->control_progress;
+    if (d->data_progress != FI_PROGRESS_UNSPEC) x->data_progress = d->data_progress;
+  }
+  return choose_domain_and_src(h, c);
+}
+
+fi_info* build_direct_info(const Profile& p, const Chosen& c, const DirectExtra& x, int index,
+                           uint32_t version) {
+  fi_info* fi = build_info(p, c, index, version);
+  if (!fi) return nullptr;
+  fi->mode = x.mode;
+  fi->tx_attr->caps = c.caps & (FI_MSG | FI_SEND | FI_RMA | FI_READ | FI_WRITE | FI_HMEM);
+  fi->rx_attr->caps =
+      c.caps & (FI_MSG | FI_RECV | FI_SOURCE | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_HMEM);
+  fi->ep_attr->max_msg_size = x.max_msg_size;
+  fi->domain_attr->control_progress = x.control_progress;
+  fi->domain_attr->data_progress = x.data_progress;
+  std::free(fi->fabric_attr->name);
+  fi->fabric_attr->name = strdup(kDirectFabricName);
+  return fi;
+}
+#endif
+
 int mock_getinfo_locked(uint32_t version, const fi_info* hints, fi_info** info) {
   *info = nullptr;
   const Profile p = read_profile();
   Chosen c;
-  if (const char* why = choose(p, hints, &c)) {
+  const char* why = choose(p, hints, &c);
+#if MOCKEFA_HAVE_DIRECT
+  Chosen dc;
+  DirectExtra dx;
+  const char* dwhy = choose_direct(p, hints, &dc, &dx);
+  if (why && dwhy) {
+    if (p.verbose)
+      std::fprintf(stderr, "mockefa: fi_getinfo: no match: efa: %s; efa-direct: %s\n", why, dwhy);
+    return -FI_ENODATA;
+  }
+  const Chosen& filter = why ? dc : c;  // both derive the NIC filters from the same hints
+#else
+  if (why) {
     if (p.verbose) std::fprintf(stderr, "mockefa: fi_getinfo: no match: %s\n", why);
     return -FI_ENODATA;
   }
+  const Chosen& filter = c;
+#endif
   fi_info* tail = nullptr;
-  for (int i = 0; i < p.ndomains; ++i) {
-    if (c.domain_filter && domain_name(i) != c.domain_filter) continue;
-    if (c.src_filter) {
-      uint8_t gid[16];
-      domain_gid(i, gid);
-      if (std::memcmp(gid, c.src_filter->gid, sizeof gid) != 0) continue;
-    }
-    fi_info* fi = build_info(p, c, i, version);
-    if (!fi) {
-      fi_freeinfo(*info);
-      *info = nullptr;
-      return -FI_ENOMEM;
-    }
+  auto append = [&](fi_info* fi) {
+    if (!fi) return false;
     if (tail)
       tail->next = fi;
     else
       *info = fi;
     tail = fi;
+    return true;
+  };
+  auto selected = [&](int i) {
+    if (filter.domain_filter && domain_name(i) != filter.domain_filter) return false;
+    if (filter.src_filter) {
+      uint8_t gid[16];
+      domain_gid(i, gid);
+      if (std::memcmp(gid, filter.src_filter->gid, sizeof gid) != 0) return false;
+    }
+    return true;
+  };
+  bool ok = true;
+#if MOCKEFA_HAVE_DIRECT
+  // libfabric >= 2.1 lists one efa-direct entry per NIC first, then the efa entries.
+  for (int i = 0; ok && !dwhy && i < p.ndomains; ++i)
+    if (selected(i)) ok = append(build_direct_info(p, dc, dx, i, version));
+#endif
+  for (int i = 0; ok && !why && i < p.ndomains; ++i)
+    if (selected(i)) ok = append(build_info(p, c, i, version));
+  if (!ok) {
+    fi_freeinfo(*info);
+    *info = nullptr;
+    return -FI_ENOMEM;
   }
   if (!*info) {
     if (p.verbose) std::fprintf(stderr, "mockefa: fi_getinfo: no domain matches the hints\n");

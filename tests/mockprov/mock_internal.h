@@ -41,6 +41,10 @@ namespace mockefa {
 
 constexpr const char* kProvName = "mockefa";
 constexpr const char* kFabricName = "efa";
+// libfabric >= 2.1's thin RDM fabric (efa-semantics §1.4). Only built against 2.x headers: the
+// mock must list exactly what it always did under Debian's 1.17.
+#define MOCKEFA_HAVE_DIRECT (FI_MAJOR_VERSION >= 2)
+constexpr const char* kDirectFabricName = "efa-direct";
 constexpr uint32_t kProvVersion = FI_VERSION(1, 0);
 constexpr size_t kAddrLen = 32;
 constexpr size_t kIovLimit = 4;
@@ -59,6 +63,16 @@ constexpr size_t kLinkMtu = 8760;
 constexpr uint64_t kLinkSpeed = 100000000000ull;  // 100 Gb/s, what p4d/p5 NICs report
 constexpr uint32_t kProtoVersion = 4;
 constexpr size_t kErrDataMax = 1024;
+// efa-direct limits: a send is one device packet (the mock NIC's link MTU), an RDMA is at most the
+// device's max_rdma_size, inline data is 32 bytes, a WQE has 2 SGEs (RMA: one local IOV).
+constexpr size_t kDirectMtu = kLinkMtu;
+constexpr size_t kDirectMaxRdma = size_t{1} << 30;
+constexpr size_t kDirectInjectSize = 32;
+constexpr size_t kDirectIovLimit = 2;
+constexpr size_t kDirectRmaLocalIovLimit = 1;
+constexpr uint64_t kDirectBaseCaps =
+    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kDirectRmaCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 // Caps of the `efa` RDM entry the mock offers (FI_HMEM is added only when asked for).
 constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND |
@@ -153,6 +167,10 @@ struct Profile {
       false;  // fi_writedata target events carry a junk op_context (shm 1.17)
   bool verbose = false;
   bool abort_on_violation = false;
+  // efa-direct: MOCKEFA_NO_UNSOLICITED_WRITE_RECV=1 (a NIC without unsolicited write recv), and
+  // MOCKEFA_DIRECT_REORDER=0 (keep post order on efa-direct endpoints, for debugging).
+  bool no_unsolicited_write_recv = false;
+  bool direct_reorder = true;
 };
 Profile read_profile();
 mockefa_faults faults_from_env();
@@ -197,6 +215,7 @@ Obj* self_of(FidT* f) {
 struct Fabric {
   Handle<fid_fabric, Fabric> h;
   uint32_t api_version = 0;  // what fi_fabric's attr said (the version the app gave fi_getinfo)
+  bool direct = false;       // opened as `efa-direct`
   int domains = 0;
   int eqs = 0;
 };
@@ -232,7 +251,8 @@ struct Domain {
   int mr_mode = 0;
   uint64_t caps = 0;
   Profile profile;
-  int children = 0;  // open AVs, CQs, EPs, MRs
+  bool direct = false;  // of an `efa-direct` fabric
+  int children = 0;     // open AVs, CQs, EPs, MRs
 };
 
 struct Av {
@@ -344,6 +364,8 @@ struct Op {
   size_t land_bytes = 0, chunk = 0;
   std::vector<size_t> chunks;  // remaining chunk indices, in landing order
   bool internal = false;       // handshake traffic: no completion, not counted as outstanding
+  bool direct = false;         // posted by an efa-direct endpoint
+  bool recv_consumed = false;  // efa-direct writedata that took a posted receive (recv holds it)
   bool on_wire = false;
   std::list<Op*>::iterator wire_it;
 };
@@ -392,6 +414,13 @@ struct Ep {
   std::map<EfaAddr, HsState> peers;
   uint64_t progress_passes = 0;
   Profile profile;  // read when the endpoint was opened
+  // efa-direct (an endpoint of an `efa-direct` domain): its own limits and rules.
+  bool direct = false;
+  bool rx_cq_data = false;  // FI_RX_CQ_DATA in its info's mode
+  bool reorder = false;     // deliver and complete out of order (MOCKEFA_DIRECT_REORDER)
+  size_t tx_iov_limit = kIovLimit, rx_iov_limit = kIovLimit, rma_iov_limit = kIovLimit;
+  // The two pointer-sized words the provider wrote into each live fi_context2 (efa-direct).
+  std::unordered_map<void*, std::pair<uintptr_t, uintptr_t>> ctx_marks;
 };
 
 struct Global {

@@ -58,6 +58,10 @@ ssize_t post(Ep* ep, const PostArgs& a) {
   const bool tx = !a.is_recv;
   const char* name = op_name(a);
 
+  // efa-direct has no tagged interface at all (EFA installs fi_no_tagged: -FI_ENOSYS).
+  if (ep->direct && a.kind == OpKind::kTagged)
+    return refuse(MOCKEFA_V_MISSING_CAP, -FI_ENOSYS, "%s on an efa-direct endpoint (no FI_TAGGED)",
+                  name);
   if (!ep->enabled)
     return refuse(MOCKEFA_V_NOT_ENABLED, -FI_EOPBADSTATE, "%s on an endpoint that is not enabled",
                   name);
@@ -74,6 +78,18 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     return refuse(MOCKEFA_V_IOV_LIMIT, -FI_EINVAL, "%s with more than 4 iovs", name);
   if (is_rma && (a.rma_count != kRmaIovLimit || !a.rma))
     return refuse(MOCKEFA_V_IOV_LIMIT, -FI_EINVAL, "%s with rma_iov_count != 1", name);
+  if (ep->direct) {
+    const size_t lim = is_rma ? ep->rma_iov_limit : tx ? ep->tx_iov_limit : ep->rx_iov_limit;
+    if (a.count > lim) {
+      violation(MOCKEFA_V_IOV_LIMIT, "%s with %zu iovs on efa-direct (limit %zu)", name, a.count,
+                lim);
+      return -FI_EINVAL;
+    }
+    // FI_CONTEXT2 mode: the provider owns the context memory of every op that can complete.
+    if (!a.inject_call && !a.context)
+      return refuse(MOCKEFA_V_NO_CONTEXT, -FI_EINVAL,
+                    "%s with a NULL context on efa-direct (FI_CONTEXT2 mode)", name);
+  }
   if (a.count && !a.iov) return -FI_EINVAL;
 
   size_t len = 0;
@@ -121,7 +137,7 @@ ssize_t post(Ep* ep, const PostArgs& a) {
         continue;
       }
       if (!desc) {
-        if (ep->domain->mr_mode & FI_MR_LOCAL) {
+        if (ep->direct || (ep->domain->mr_mode & FI_MR_LOCAL)) {
           violation(MOCKEFA_V_NO_DESC,
                     "%s of %zu bytes at %p without a descriptor under FI_MR_LOCAL", name, s.len,
                     static_cast<void*>(s.ptr));
@@ -182,7 +198,7 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     return -FI_EAGAIN;
   }
   bool needs_hs = false;
-  if (tx && !ep->homogeneous_peers && !(peer == ep->addr)) {
+  if (tx && !ep->direct && !ep->homogeneous_peers && !(peer == ep->addr)) {
     HsState& hs = ep->peers[peer];
     if (hs == HsState::kNone) {
       start_handshake(ep, peer);
@@ -202,6 +218,14 @@ ssize_t post(Ep* ep, const PostArgs& a) {
   gl.counters.ops_posted++;
   const bool inject_fail = ep->faults.error_every && ep->accepted_ops % ep->faults.error_every == 0;
   if (track_ctx) ep->inflight_ctx.insert(a.context);
+  if (track_ctx && ep->direct) {
+    // Like EFA, write into the fi_context2 (two pointer-sized words); an application that
+    // touches a live context is caught when the completion is read.
+    const uintptr_t w[2] = {static_cast<uintptr_t>(0x6d6f636b65666132ull ^ gl.next_op_id),
+                            static_cast<uintptr_t>(ep->serial)};
+    std::memcpy(a.context, w, sizeof w);
+    ep->ctx_marks[a.context] = std::make_pair(w[0], w[1]);
+  }
   if (!tx) {
     gl.counters.rx_posted++;
     RecvReq r;
@@ -262,6 +286,7 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     op->segs = std::move(segs);
   }
   op->ordered = (ep->tx_msg_order & FI_ORDER_SAS) != 0;
+  op->direct = ep->direct;
   op->wire_delay = ep->faults.wire_delay;
   if (op->wire_delay) count_fault(MOCKEFA_F_WIRE_DELAY);
   op->needs_handshake = needs_hs;

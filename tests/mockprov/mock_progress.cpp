@@ -222,7 +222,15 @@ void land_rma(Op* op, Ep* tgt) {
     e.data = op->data;
     e.src = tgt->av ? tgt->av->reverse(op->src_addr) : FI_ADDR_NOTAVAIL;
     e.ep_serial = tgt->serial;
-    complete_entry(tgt, tgt->rx_cq, std::move(e), true);
+    bool want = true;
+    if (op->recv_consumed) {
+      // efa-direct without unsolicited write recv: the event is the consumed receive's
+      // completion (its context, no buffer), as EFA reports IBV_WC_RECV_RDMA_WITH_IMM.
+      e.op_context = op->recv.context;
+      e.track_ctx = op->recv.track_ctx;
+      want = op->recv.want_completion;
+    }
+    complete_entry(tgt, tgt->rx_cq, std::move(e), want);
   }
   finish_initiator(op);
   retire(op);
@@ -230,6 +238,17 @@ void land_rma(Op* op, Ep* tgt) {
 
 // Target-side checks of an RMA op; false (and the op failed) if the target refuses it.
 bool rma_accept(Op* op, Ep* tgt) {
+  if (tgt->direct && tgt->av->reverse(op->src_addr) == FI_ADDR_NOTAVAIL) {
+    // RDMA over SRD needs an address handle at the responder: the target must have the
+    // initiator in its AV (efa-semantics §1.4, REMOTE_ERROR_UNKNOWN_PEER).
+    violation(MOCKEFA_V_UNKNOWN_PEER, "efa-direct RMA from %s to %s, which lacks it in its AV",
+              addr_str(op->src_addr).c_str(), addr_str(op->dst_addr).c_str());
+    fail_initiator(op, kEfaUnknownPeer,
+                   "REMOTE_ERROR_UNKNOWN_PEER: no valid address handle at remote side (the target "
+                   "has not inserted the initiator into its AV)");
+    retire(op);
+    return false;
+  }
   if (op->len) {
     Mr* mr = mr_for_key(op->rma_key);
     const char* what = nullptr;
@@ -256,6 +275,25 @@ bool rma_accept(Op* op, Ep* tgt) {
       return false;
     }
   }
+  if (op->kind == OpKind::kWrite && op->has_data && tgt->direct &&
+      tgt->profile.no_unsolicited_write_recv) {
+    // No unsolicited write recv: the write-with-immediate consumes a posted receive, and without
+    // one the device answers RNR (the mock fails it at once, where EFA would retry first).
+    if (tgt->posted_msg.empty()) {
+      violation(MOCKEFA_V_WRITE_RECV,
+                "efa-direct fi_writedata to %s, which has no posted receive (NIC without "
+                "unsolicited write recv: FI_RX_CQ_DATA)",
+                addr_str(op->dst_addr).c_str());
+      fail_initiator(op, kEfaRnr,
+                     "REMOTE_ERROR_RNR: write with immediate data and no receive posted at the "
+                     "target (no unsolicited write recv)");
+      retire(op);
+      return false;
+    }
+    op->recv = std::move(tgt->posted_msg.front());
+    tgt->posted_msg.pop_front();
+    op->recv_consumed = true;
+  }
   op->land_bytes = op->len;
   setup_landing(op, op->kind == OpKind::kWrite ? tgt : op->init);
   return true;
@@ -270,6 +308,9 @@ void arrive(Ep* x, Op* op) {
     start_msg_landing(x, op);
     return;
   }
+  // efa-direct has no unexpected queue: the device answers RNR and retries until a receive is
+  // posted, so the message stays on the wire and its sender waits.
+  if (x->direct) return;
   g().counters.unexpected_msgs++;
   if (op->len <= x->profile.eager_size) {
     // Eager: the payload sits in the receiver's bounce buffer and the sender is done.
@@ -334,13 +375,31 @@ void step(Ep* x, Op* op, Sas& sas) {
     }
   }
   if (!tgt || op->fail_err) return;  // an op doomed at post time never reaches the target
+  if (op->st == OpState::kWire && tgt->direct != op->direct && (op->init == x || tgt == x)) {
+    // `efa` and `efa-direct` endpoints speak different protocols over the same device.
+    if (op->internal) {
+      if (op->kind == OpKind::kHandshake && op->init)
+        op->init->peers[op->dst_addr] = HsState::kDone;  // let the real ops fail below
+      op->init = nullptr;
+      retire(op);
+      return;
+    }
+    violation(MOCKEFA_V_FABRIC_MISMATCH, "op from %s endpoint %s to %s endpoint %s",
+              op->direct ? "efa-direct" : "efa", addr_str(op->src_addr).c_str(),
+              tgt->direct ? "efa-direct" : "efa", addr_str(op->dst_addr).c_str());
+    fail_initiator(op, kEfaBadStatus, "The peer endpoint belongs to the other EFA fabric");
+    retire(op);
+    return;
+  }
   // Device RDMA needs both sides to use it for that direction (EFA also needs the peer's
   // handshake to say so); otherwise the target's progress serves the op (emulated RMA).
   const bool device_rma =
       is_rma(op) && op->init == x &&
       (op->kind == OpKind::kWrite ? !x->write_emulated() && !tgt->write_emulated()
                                   : !x->read_emulated() && !tgt->read_emulated());
-  if (tgt != x && !device_rma) return;
+  // efa-direct messages are device sends too: the initiator's pass delivers them as well.
+  const bool device_msg = op->direct && is_msg(op) && op->init == x;
+  if (tgt != x && !device_rma && !device_msg) return;
   if (op->st == OpState::kWire) {
     // Time on the wire passes for every op; SAS then decides which message may arrive.
     if (op->wire_delay) {
@@ -375,7 +434,7 @@ void step(Ep* x, Op* op, Sas& sas) {
         retire(op);
         return;
       case OpKind::kMsg:
-      case OpKind::kTagged: arrive(x, op); break;
+      case OpKind::kTagged: arrive(tgt, op); break;
       case OpKind::kWrite:
       case OpKind::kRead:
         if (!rma_accept(op, tgt)) return;
@@ -384,7 +443,7 @@ void step(Ep* x, Op* op, Sas& sas) {
   }
   if (op->st != OpState::kLanding || !op->on_wire) return;
   if (is_msg(op)) {
-    if (op->recv_ep == x) land_msg(x, op);
+    if (op->recv_ep && (op->recv_ep == x || device_msg)) land_msg(op->recv_ep, op);
   } else {
     land_rma(op, tgt);
   }
@@ -482,7 +541,7 @@ void progress_ep(Ep* x) {
   }
   std::vector<Op*> snap(g().wire.begin(), g().wire.end());
   Sas sas;
-  if (x->faults.wire_reorder && snap.size() > 1) {
+  if ((x->faults.wire_reorder || x->reorder) && snap.size() > 1) {
     sas.shuffled = true;
     for (const Op* op : snap) {
       if (!is_msg(op) || op->st != OpState::kWire) continue;

@@ -59,6 +59,15 @@ enum mockefa_violation {
   MOCKEFA_V_DEVICE_RDMA_ENV, /* FI_EFA_USE_DEVICE_RDMA=1 on a NIC without RDMA read, or not a
                                 boolean (EFA abort()s at fi_endpoint; the mock counts and uses 0 /
                                 the default) */
+  /* efa-direct endpoints only (built against libfabric >= 2 headers): */
+  MOCKEFA_V_NO_CONTEXT,      /* NULL context on an efa-direct op (FI_CONTEXT2 mode): -FI_EINVAL */
+  MOCKEFA_V_CTX_CLOBBERED,   /* the app overwrote the provider's words in an efa-direct op's live
+                                fi_context2 before its completion was read (counted at the read) */
+  MOCKEFA_V_UNKNOWN_PEER,    /* efa-direct RMA whose target has not the initiator in its AV: error
+                                cqe at the initiator (prov_errno 14) */
+  MOCKEFA_V_WRITE_RECV,      /* efa-direct write-with-immediate to a target without unsolicited
+                                write recv and no posted receive: error cqe (prov_errno 10) */
+  MOCKEFA_V_FABRIC_MISMATCH, /* an op between an `efa` and an `efa-direct` endpoint: error cqe */
   MOCKEFA_V_COUNT
 };
 
