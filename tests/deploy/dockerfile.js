@@ -222,4 +222,4 @@ function checkDockerfile(file, root) {
   return problems;
 }
 
-module.exports = { checkDockerfile, globToRegex, segments };
+module.exports = { checkDockerfile };

@@ -121,4 +121,4 @@ function unknownFields(value, apiVersion, kind, where = '') {
   return errors;
 }
 
-module.exports = { unknownFields, declFileFor };
+module.exports = { unknownFields };

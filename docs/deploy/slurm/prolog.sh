@@ -22,6 +22,7 @@ case $rc in
   124) logger -t nccl-fabric-prolog "nccl-fabric-info timed out after 60 s"; exit 0 ;;
 esac
 reason=$(grep -m1 -i 'error' "$LOG" | cut -c1-120)
+[ -n "$reason" ] || reason="exit $rc, no error line: see $LOG on $(hostname)"
 logger -t nccl-fabric-prolog "job ${SLURM_JOB_ID:-?}: nccl-fabric-info exit $rc: $reason"
 echo "print nccl-fabric-info: $reason"
 # A non-zero exit makes slurmd drain the node and requeue the job elsewhere.
