@@ -126,7 +126,8 @@ InfoPtr make_hints(const std::string& provider, bool rma, bool hmem) {
   InfoPtr hints(fi_allocinfo());
   if (!hints) return hints;
   // RMA writes with remote CQ data carry the RDMA protocol; tagged messages alone carry SENDRECV.
-  hints->caps = rma ? (FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE) : FI_TAGGED;
+  // Untagged messages (FI_MSG) carry the control path (handshake, CTS, eager, probes).
+  hints->caps = FI_MSG | (rma ? (FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE) : FI_TAGGED);
   // GPU memory: FI_HMEM, and reads of our own GPU buffers (the GPUDirect flush).
   if (hmem) hints->caps |= FI_HMEM | FI_READ | FI_REMOTE_READ;
   // We hand the provider an fi_context2 with every operation, so it may ask for either.
