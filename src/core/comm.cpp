@@ -9,6 +9,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include "core/ctrl.h"
 #include "core/liveness.h"
 #include "fabric/errors.h"
 #include "mem/mr_cache.h"
@@ -89,13 +90,16 @@ Request* take_request(Comm& c, ReqType type, int n) {
     case ReqType::kCtrlSend:
     case ReqType::kCtrlRecv: r->ctrl.size = 0; break;
     case ReqType::kFlush: r->flush.mh = nullptr; break;
-    case ReqType::kEagerRecv:
-    case ReqType::kCtsRecv: r->bounce.len = 0; break;
   }
   return r;
 }
 
-void comm_register(Comm& c) { c.sep->comms.push_back(&c); }
+void comm_register(Comm& c) {
+  SharedEp& s = *c.sep;
+  s.comms.push_back(&c);
+  if (s.by_id.size() <= c.id) s.by_id.resize(static_cast<size_t>(c.id) + 1, nullptr);
+  s.by_id[c.id] = &c;
+}
 
 void comm_fail(Comm& c, Status s, const char* why) {
   if (!ok(c.failed)) return;
@@ -250,7 +254,7 @@ Comm::~Comm() {
   if (role != CommRole::kListen) stats_fold(*this);
   const bool busy = pool && role != CommRole::kListen ? close_wait() : false;
   std::lock_guard<TicketLock> lock(sep->mu);
-  release_persistent(*this);
+  ctrl_drop_comm(*this);
   if (prof_slots && pool) {
     // Their events end here: the slots go with the comm, a zombie keeps no profiler state.
     pool->for_each([](Request* r) {
@@ -320,7 +324,7 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
   // sees 32 x maxRecvs sends.
   size_t requests = kMaxRequests;
   if (role == CommRole::kSend) requests *= per_recv;
-  requests += kCtrlRequests + kMaxPersistentRecvs;
+  requests += kCtrlRequests;
   std::unique_ptr<Comm> c(new Comm(role, std::move(sep), requests, params));
   {
     std::lock_guard<TicketLock> lock(c->sep->mu);
@@ -456,53 +460,35 @@ bool comm_pending(const Comm& c, int* sends, int* recvs) {
   return ps + pr > 0;
 }
 
-Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Request** out) {
+Status ctrl_post_send(Comm& c, uint8_t kind, uint32_t dst, size_t len, Request** out) {
   *out = nullptr;
-  Request* r = take_request(c, send ? ReqType::kCtrlSend : ReqType::kCtrlRecv, 1);
+  Request* r = take_request(c, ReqType::kCtrlSend, 1);
   if (r == nullptr) return Status::kInternalError;
-  ssize_t rc =
-      send ? fi_tsend(c.ep->ep(), buf, len, c.ctrl_reg.desc, c.peer, tag, &r->ops[0])
-           : fi_trecv(c.ep->ep(), buf, len, c.ctrl_reg.desc, FI_ADDR_UNSPEC, tag, 0, &r->ops[0]);
-  if (rc == -FI_EAGAIN) {
+  CtrlHdr* hdr = kind == kCtrlConnect ? &c.ctrl->connect_hdr : &c.ctrl->ack_hdr;
+  bool posted = false, injected = false;
+  *hdr = ctrl_hdr(kind, dst, c.id);
+  Status s = ctrl_send(c, hdr, len, c.ctrl_reg.desc, r, 0, false, &posted, &injected);
+  if (!ok(s) || !posted) {
     request_release(r);
+    if (!ok(s)) return s;
     return comm_progress(c);  // *out stays NULL: try again on the next call
-  }
-  if (rc != 0) {
-    request_release(r);
-    return fi_fail(send ? "fi_tsend(handshake)" : "fi_trecv(handshake)", static_cast<int>(rc),
-                   c.peer_name.c_str());
   }
   op_posted(r, nullptr);
   *out = r;
   return Status::kOk;
 }
 
-bool reserve_persistent(Comm& c, size_t n, bool force) {
-  SharedEp& s = *c.sep;
-  const bool fits = s.persistent_reserved + n <= s.persistent_budget;
-  if (!fits && !s.persistent_full_said) {
-    s.persistent_full_said = true;
-    if (force)
-      NF_WARN(
-          "%zu receives are kept posted by RDMA connections on this endpoint, half of the "
-          "provider's receive queue: more connections with NCCL_FABRIC_PROTOCOL=rdma may stall "
-          "when the queue fills; NCCL_FABRIC_PROTOCOL=auto lets them use SENDRECV",
-          s.persistent_reserved);
-    else
-      NF_INFO(kSubsysNet,
-              "%zu receives are kept posted by RDMA connections on this endpoint, half of the "
-              "provider's receive queue: further connections on it use SENDRECV",
-              s.persistent_reserved);
-  }
-  if (!fits && !force) return false;
-  s.persistent_reserved += n;
-  c.persistent_reserve += n;
-  return true;
-}
-
-void release_persistent(Comm& c) {
-  c.sep->persistent_reserved -= c.persistent_reserve;
-  c.persistent_reserve = 0;
+Status ctrl_expect(Comm& c, uint8_t kind, Request** out) {
+  *out = nullptr;
+  Request* r = take_request(c, ReqType::kCtrlRecv, 0);
+  if (r == nullptr) return Status::kInternalError;
+  // Nothing is posted for it: the message lands in the endpoint's pool and is copied into the
+  // handshake buffer (core/ctrl.cpp), now if it came already.
+  c.ctrl_recv = r;
+  c.ctrl_expect = kind;
+  ctrl_replay(c);
+  *out = r;
+  return Status::kOk;
 }
 
 }  // namespace nf

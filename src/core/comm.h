@@ -36,6 +36,8 @@ constexpr uint32_t kMrMagic = 0x524d4e46u;
 
 struct Request;
 struct Comm;
+struct CtrlPool;
+struct CtrlRx;
 struct MemHandle;
 struct Zombie;
 struct Liveness;
@@ -51,13 +53,13 @@ struct OpCtx {
 // A request is one job, with the fields of that job (docs/architecture.md, "Requests", draws
 // the lifecycle):
 //   kSend      one NCCL message: a tagged send (SENDRECV), an eager message or notice into the
-//              receiver's bounce buffers, or up to kMaxGroup writes into its buffer (RDMA);
+//              receiver's control pool, or up to kMaxGroup writes into its buffer (RDMA);
 //   kRecv      one NCCL receive of up to kMaxGroup buffers;
 //   kCtrlSend, kCtrlRecv  one handshake message;
 //   kFlush     the GPUDirect flush's read;
-//   kEagerRecv, kCtsRecv  a persistent receive of the RDMA protocol (the receiver's bounce buffer,
-//              the sender's clear-to-send buffer): reposted after each message, never NCCL's.
-enum class ReqType : uint8_t { kSend, kRecv, kCtrlSend, kCtrlRecv, kEagerRecv, kCtsRecv, kFlush };
+// (The RDMA protocol's clear-to-send and eager messages arrive in the endpoint's pool of control
+// receives, core/ctrl.h, which belongs to no request.)
+enum class ReqType : uint8_t { kSend, kRecv, kCtrlSend, kCtrlRecv, kFlush };
 
 // One lifecycle for every type. kPending ends in kDone or kError (each type's own rule, below);
 // reporting it to NCCL (test) frees it, or, while the provider still holds one of its operations
@@ -88,7 +90,7 @@ constexpr uint8_t kPinLater = 0xfe;
 
 // kRecv: n buffers. SENDRECV: one tagged receive per buffer. RDMA: one clear-to-send naming them
 // all (the request's only operation); each buffer is filled by the sender's writes or by an eager
-// message copied from a bounce buffer.
+// message copied from a control buffer.
 struct RecvJob {
   uint8_t nbufs;  // buffers (SENDRECV: also its operations; RDMA: its one operation is the CTS)
   void* bufs[kMaxGroup];
@@ -124,18 +126,6 @@ struct FlushJob {
   MemHandle* mh;
 };
 
-// kEagerRecv, kCtsRecv: a registered buffer of the comm's RdmaState, and the message it holds
-// while the receive it belongs to is not posted yet (eager).
-struct BounceJob {
-  void* buf;
-  size_t cap;
-  void* desc;
-  uint64_t tag;
-  size_t len;       // the message's bytes
-  int32_t msg_tag;  // ... its NCCL tag
-  uint32_t index;   // ... its per-tag index
-};
-
 struct Request {
   uint32_t magic;  // kReqMagic while it belongs to the caller
   ReqType type;
@@ -156,7 +146,6 @@ struct Request {
     RecvJob recv;
     CtrlJob ctrl;
     FlushJob flush;
-    BounceJob bounce;
   };
 };
 
@@ -179,10 +168,12 @@ struct MemHandle {
   std::atomic<int> uses{0};
 };
 
-// The handshake messages of a comm.
+// The handshake messages of a comm, each right after the control header it is sent with.
 struct CtrlBuf {
+  CtrlHdr connect_hdr;
   ConnectMsg connect;
-  uint8_t connect_slack[64];  // a longer message lands here and is refused, not truncated
+  uint8_t connect_slack[64];  // a longer message is copied this far and refused for its length
+  CtrlHdr ack_hdr;
   AckMsg ack;
   uint8_t ack_slack[64];
   uint8_t flush[64];  // where GPUDirect flush reads land (content unused)
@@ -220,7 +211,15 @@ struct SharedEp {
   // the endpoint (RDMA: the completion slots a write's immediate data names).
   const Protocol* writer = nullptr;
   std::unique_ptr<ProtoState> writer_state;
-  uint32_t next_id = 1;         // comm ids: 1 .. kMaxCommId
+  uint32_t next_id = 1;  // comm ids: 1 .. kMaxCommId
+  // The comm of each id (control messages are routed by it); nullptr once it closed.
+  std::vector<Comm*> by_id;
+  // The control path's receive buffers per rail (core/ctrl.h): rail 0 always, the others only
+  // where writes with immediate data consume receives (rx_cq_data).
+  std::unique_ptr<CtrlPool> pools[kMaxRails];
+  bool rx_cq_data = false;  // FI_RX_CQ_DATA: each write with immediate data takes a posted receive
+  size_t msg_limit = 0;     // largest untagged message rail 0 takes (0: no limit known)
+  uint64_t ctrl_bad = 0;    // malformed control messages
   Status failed = Status::kOk;  // sticky: the completion queue itself failed
   uint64_t stray_errors = 0;    // error completions that belonged to no operation
   uint64_t eq_errors = 0;       // errors the provider reported on an event queue
@@ -237,15 +236,7 @@ struct SharedEp {
   bool keeper_busy = false;        // the keeper's last pass found work: it comes back sooner
   bool kept_warned = false;        // said once that a closed comm left operations in the provider
   int peer_failures = 0;           // peers declared failed (the endpoint is not closed at the end)
-  // The receives RDMA connections keep posted (kCtsBufs per send comm, kEagerBufs per recv comm)
-  // are reserved per connection against half the provider's receive queue (rx_attr->size): past
-  // it a connection uses SENDRECV. Posted receives that fill the queue make the provider refuse
-  // every further one (rxm: -FI_EAGAIN, and transfers stall; shm: -FI_ENOMEM at connect), and
-  // each posted receive lengthens the tag matching of every message.
-  size_t persistent_budget = SIZE_MAX;
-  size_t persistent_reserved = 0;
-  bool persistent_full_said = false;
-  int cq_batch = 16;  // NCCL_FABRIC_CQ_BATCH
+  int cq_batch = 16;               // NCCL_FABRIC_CQ_BATCH
   // NCCL's device it serves, for statistics (set when the plugin opens it).
   int dev = -1;
   std::string dev_name;
@@ -307,8 +298,7 @@ struct Comm {
   uint8_t offered = kProtoSendRecv;  // what this side accepts (connect's offer, listener's choice)
   int nrails = 1;                    // rails of this connection (RDMA), <= sep->nrails
   fi_addr_t peer_rail[kMaxRails] = {FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC};
-  uint32_t eager_max = 0;              // send: the receiver's bounce size; recv: ours
-  size_t persistent_reserve = 0;       // of sep->persistent_budget, given back when the comm goes
+  uint32_t eager_max = 0;              // send: the receiver's eager limit; recv: ours
   std::unique_ptr<ProtoState> pstate;  // the protocol's own state (RDMA: RdmaState)
   int max_recvs;
   int cq_batch;
@@ -364,6 +354,9 @@ struct Comm {
   int stage = 0;
   Request* ctrl_send = nullptr;
   Request* ctrl_recv = nullptr;
+  uint8_t ctrl_expect = 0;  // the handshake message ctrl_recv waits for (kCtrlConnect, kCtrlAck)
+  // Control messages that came before the comm could take them (core/ctrl.h), oldest first.
+  std::vector<CtrlRx*> stash;
   bool accepted = false;  // listen: it has produced its one recv comm
 
   Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Params& p);
@@ -429,11 +422,6 @@ void fail_request(Request* r, Status s);
 void comm_fail(Comm& c, Status s, const char* why);
 // Adds c to its endpoint's list of comms. Under sep->mu.
 void comm_register(Comm& c);
-// Reserves `n` of the endpoint's budget of persistent receives for an RDMA connection of `c`
-// (`force`: even past the budget, where the user allowed RDMA only). False when it does not fit.
-// Under sep->mu. Comm::~Comm gives the reservation back; release_persistent earlier.
-bool reserve_persistent(Comm& c, size_t n, bool force);
-void release_persistent(Comm& c);
 // Posts a flush's read (reg.cpp); -FI_EAGAIN leaves it for a later test().
 Status post_flush(Comm& c, Request* r);
 // What a comm's progress does after the CQ is read: RDMA reposts and retries, deferred posts.
@@ -451,8 +439,11 @@ Status comm_reg_mr(Comm& c, void* data, size_t size, const PtrInfo& info, const 
 Status comm_iflush(Comm& c, void* data, MemHandle* mh, Request** out);
 Status comm_dereg_mr(Comm& c, MemHandle* mh);
 
-// Posts one control message (handshake) and reports the request to poll. Under sep->mu.
-Status ctrl_post(Comm& c, bool send, void* buf, size_t len, uint64_t tag, Request** out);
+// Sends one handshake message (kCtrlConnect: ctrl->connect, kCtrlAck: ctrl->ack, `len` bytes) to
+// comm `dst` of c.peer, or waits for one (ctrl_expect): the request to poll (*out NULL when the
+// provider pushed back: call again). Under sep->mu.
+Status ctrl_post_send(Comm& c, uint8_t kind, uint32_t dst, size_t len, Request** out);
+Status ctrl_expect(Comm& c, uint8_t kind, Request** out);
 void request_release(Request* r);
 
 }  // namespace nf

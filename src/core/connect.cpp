@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/connect.h"
+#include "core/ctrl.h"
 #include "fabric/errors.h"
 
 #include "util/clock.h"
@@ -80,8 +81,7 @@ void send_nack(Comm& l, AckStatus why) {
   if (!ok(l.sep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &a))) return;
   l.peer = a;
   encode_ack(l.ctrl->connect, why, &l.ctrl->ack);
-  if (ok(ctrl_post(l, true, &l.ctrl->ack, ack_size(why), ctrl_tag(to, kCtrlAck), &l.ctrl_send)) &&
-      l.ctrl_send)
+  if (ok(ctrl_post_send(l, kCtrlAck, to, ack_size(why), &l.ctrl_send)) && l.ctrl_send)
     l.stage = kWaitNack;
 }
 
@@ -115,17 +115,14 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
   if (l.started_ns == 0) l.started_ns = now_ns();
   std::lock_guard<TicketLock> lock(l.sep->mu);
   if (l.stage == kPostRecv) {
-    NF_CHECK(ctrl_post(l, false, &l.ctrl->connect,
-                       sizeof(ConnectMsg) + sizeof(l.ctrl->connect_slack),
-                       ctrl_tag(l.id, kCtrlConnect), &l.ctrl_recv));
+    NF_CHECK(ctrl_expect(l, kCtrlConnect, &l.ctrl_recv));
     if (l.ctrl_recv != nullptr) l.stage = kWaitConnect;
   }
   if (l.stage == kPostAck) {
     // The reply was refused with -FI_EAGAIN on an earlier call: it is encoded already; post it
     // now. (The peer sends its connect once and waits for the reply: dropping the connect here
     // would leave both sides waiting until the connect timeout; the soak found it.)
-    NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(l.peer_id, kCtrlAck),
-                       &l.ctrl_send));
+    NF_CHECK(ctrl_post_send(l, kCtrlAck, l.peer_id, sizeof(AckMsg), &l.ctrl_send));
     if (l.ctrl_send != nullptr) l.stage = kWaitAck;
   }
   NF_CHECK(comm_progress(l));
@@ -166,11 +163,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
     } else {
       const ConnectMsg& cm = l.ctrl->connect;
       const uint8_t common = cm.proto.protocols & l.offered;
-      uint8_t chosen = (common & kProtoRdma) ? kProtoRdma : kProtoSendRecv;
-      // The recv comm's eager bounce buffers stay posted: past the endpoint's budget, SENDRECV.
-      if (chosen == kProtoRdma && !reserve_persistent(l, protocol_for(kProtoRdma).persistent_recv,
-                                                      (common & kProtoSendRecv) == 0))
-        chosen = kProtoSendRecv;
+      const uint8_t chosen = (common & kProtoRdma) ? kProtoRdma : kProtoSendRecv;
       l.protocol = &protocol_for(chosen);
       const int nrails = chosen == kProtoRdma
                              ? (cm.proto.nrails < l.sep->nrails ? cm.proto.nrails : l.sep->nrails)
@@ -179,10 +172,14 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       NF_CHECK(insert_rails(l, cm.proto, nrails));
       l.peer_id = cm.sender_id;
       // With GPUDirect, NCCL's receive buffers are GPU memory: an eager message would have to be
-      // copied out of a bounce buffer by the CPU, so every message is written by the NIC.
-      l.eager_max = chosen == kProtoRdma && !l.ep->domain().gdr()
-                        ? static_cast<uint32_t>(params.get_int(ParamId::kEagerMax))
-                        : 0;
+      // copied out of a control buffer by the CPU, so every message is written by the NIC.
+      // An eager message travels in one control message: no larger than the endpoint's control
+      // buffers (efa-direct: a send is at most one MTU).
+      size_t eager = chosen == kProtoRdma && !l.ep->domain().gdr()
+                         ? static_cast<size_t>(params.get_int(ParamId::kEagerMax))
+                         : 0;
+      if (eager > ctrl_max_payload(*l.sep)) eager = ctrl_max_payload(*l.sep);
+      l.eager_max = static_cast<uint32_t>(eager);
       // Our rail addresses, in our address length: the peer's may differ (shm names carry the
       // process id, so two processes' addresses differ in length when their pids do).
       uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
@@ -190,8 +187,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       encode_ack(cm, AckStatus::kOk, &l.ctrl->ack);
       encode_proto(chosen, static_cast<uint8_t>(nrails), l.eager_max, l.handle.addr_len, rails,
                    &l.ctrl->ack.proto);
-      NF_CHECK(ctrl_post(l, true, &l.ctrl->ack, sizeof(AckMsg), ctrl_tag(l.peer_id, kCtrlAck),
-                         &l.ctrl_send));
+      NF_CHECK(ctrl_post_send(l, kCtrlAck, l.peer_id, sizeof(AckMsg), &l.ctrl_send));
       if (l.ctrl_send == nullptr) {
         // The provider pushed back: the reply goes from the next call.
         l.stage = kPostAck;
@@ -228,8 +224,8 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->peer = l.peer;
       rc->peer_name = rc->ep->address_text(rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
       rc->handle = l.handle;
-      rc->persistent_reserve = l.persistent_reserve;  // the accepted comm keeps the reservation
-      l.persistent_reserve = 0;
+      // What the peer sent before this comm existed (it may send as soon as it has the reply).
+      rc->stash.swap(l.stash);
       rc->protocol = l.protocol;
       rc->offered = l.offered;
       rc->nrails = l.nrails;
@@ -237,8 +233,9 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->eager_max = l.eager_max;
       NF_CHECK(rc->protocol->setup(*rc));
       rc->established = true;
-      comm_register(*rc);
+      comm_register(*rc);  // messages for its id now come to it
       l.accepted = true;
+      ctrl_replay(*rc);
       NF_INFO(kSubsysNet, "accepted a connection from %s: %s%s", rc->peer_name.c_str(),
               rc->protocol->name,
               rc->protocol->writes ? (", " + std::to_string(rc->nrails) + " rail(s), eager up to " +
@@ -283,14 +280,10 @@ Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique
   c->peer_name = c->ep->address_text(h.addr, h.addr_len);
   // Addresses of one provider may differ in length between processes (shm: the pid is in the
   // name); a different provider is caught by the hash above.
-  uint8_t offer = env.offered;
+  const uint8_t offer = env.offered;
   {
     std::lock_guard<TicketLock> lock(c->sep->mu);
     NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
-    // The send comm's clear-to-send receives stay posted: past the endpoint's budget, SENDRECV.
-    if ((offer & kProtoRdma) &&
-        !reserve_persistent(*c, protocol_for(kProtoRdma).persistent_send, offer == kProtoRdma))
-      offer = kProtoSendRecv;
   }
   c->peer_id = h.listen_id;
   c->handle = h;
@@ -310,13 +303,11 @@ Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
   *done = false;
   std::lock_guard<TicketLock> lock(c.sep->mu);
   if (c.stage == kPostAckRecv) {
-    NF_CHECK(ctrl_post(c, false, &c.ctrl->ack, sizeof(AckMsg) + sizeof(c.ctrl->ack_slack),
-                       ctrl_tag(c.id, kCtrlAck), &c.ctrl_recv));
+    NF_CHECK(ctrl_expect(c, kCtrlAck, &c.ctrl_recv));
     if (c.ctrl_recv != nullptr) c.stage = kPostConnect;
   }
   if (c.stage == kPostConnect) {
-    NF_CHECK(ctrl_post(c, true, &c.ctrl->connect, sizeof(ConnectMsg),
-                       ctrl_tag(c.peer_id, kCtrlConnect), &c.ctrl_send));
+    NF_CHECK(ctrl_post_send(c, kCtrlConnect, c.peer_id, sizeof(ConnectMsg), &c.ctrl_send));
     if (c.ctrl_send != nullptr) c.stage = kWaitReply;
   }
   NF_CHECK(comm_progress(c));
@@ -348,7 +339,6 @@ Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
         return Status::kRemoteError;
       }
       c.protocol = &protocol_for(p.protocols);
-      if (p.protocols != kProtoRdma) release_persistent(c);  // the listener chose SENDRECV
       NF_CHECK(insert_rails(c, p, p.nrails));
       c.eager_max = p.eager_max;
       NF_CHECK(c.protocol->setup(c));
@@ -356,6 +346,7 @@ Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
       request_release(c.ctrl_send);  // may still be in flight: released when it completes
       c.ctrl_recv = c.ctrl_send = nullptr;
       c.established = true;
+      ctrl_replay(c);  // clear-to-sends that overtook the reply
       NF_INFO(kSubsysNet, "connected to %s: %s, %d rail(s)", c.peer_name.c_str(), c.protocol->name,
               c.nrails);
       *done = true;

@@ -10,6 +10,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include "core/ctrl.h"
 #include "core/liveness.h"
 #include "fabric/errors.h"
 #include "mem/mr_cache.h"
@@ -34,8 +35,11 @@ void op_over(Request* r) {
 }
 
 void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
-  if (is_probe_op(op)) {
-    live_on_completion(sep, op, e, nullptr);
+  if (op->req == nullptr) {
+    if (is_ctrl_rx(op))
+      ctrl_rx_done(sep, op, e, nullptr);
+    else
+      live_on_completion(sep, op, e, nullptr);
     return;
   }
   Request* r = op->req;
@@ -69,20 +73,16 @@ void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {
     case ReqType::kFlush:
       if (r->flush.mh != nullptr) r->flush.mh->uses.fetch_sub(1, std::memory_order_release);
       break;
-    case ReqType::kEagerRecv:
-    case ReqType::kCtsRecv:
-      // Reposted by the protocol once its message is dealt with.
-      --r->in_flight;
-      r->posted = 0;
-      if (e != nullptr) r->comm->protocol->on_persistent(r, e);
-      return;
   }
   op_over(r);
 }
 
 void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
-  if (is_probe_op(op)) {
-    live_on_completion(sep, op, nullptr, &err);
+  if (op->req == nullptr) {
+    if (is_ctrl_rx(op))
+      ctrl_rx_done(sep, op, nullptr, &err);
+    else
+      live_on_completion(sep, op, nullptr, &err);
     return;
   }
   Request* r = op->req;
@@ -93,8 +93,7 @@ void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
   Comm& c = *r->comm;
   if (c.closing) {
     // A receive cancelled by the close: expected.
-    if (r->type != ReqType::kEagerRecv && r->type != ReqType::kCtsRecv)
-      fail_request(r, Status::kInternalError);
+    fail_request(r, Status::kInternalError);
     complete_op(sep, op, nullptr);
     return;
   }
@@ -119,12 +118,6 @@ void fail_op(SharedEp& sep, OpCtx* op, const CqError& err) {
     // Any other provider error breaks this connection (a message may be lost): every pending and
     // later request of it fails. A message larger than its receive fails that receive only.
     comm_fail(c, s, err.text.c_str());
-  }
-  if (r->type == ReqType::kEagerRecv || r->type == ReqType::kCtsRecv) {
-    --r->in_flight;
-    r->posted = 0;
-    c.protocol->on_persistent(r, nullptr);
-    return;
   }
   if (r->type == ReqType::kRecv && c.protocol->recv_op_failed(r, s)) return;
   fail_request(r, s);
@@ -200,6 +193,7 @@ struct KeptEndpoints {
   std::vector<std::unique_ptr<Endpoint>> eps;
   std::vector<std::unique_ptr<Zombie>> zombies;
   std::vector<std::unique_ptr<Liveness>> live;
+  std::vector<std::unique_ptr<CtrlPool>> pools;
 };
 KeptEndpoints& kept_endpoints() {
   static KeptEndpoints* k = new KeptEndpoints();  // never destroyed: lives until the process ends
@@ -234,6 +228,8 @@ SharedEp::~SharedEp() {
     k.eps.push_back(std::move(ep));
     for (auto& z : zombies) k.zombies.push_back(std::move(z));
     if (live) k.live.push_back(std::move(live));
+    for (auto& p : pools)
+      if (p) k.pools.push_back(std::move(p));
     more.clear();
     zombies.clear();
     return;
@@ -245,6 +241,7 @@ SharedEp::~SharedEp() {
   for (auto& e : more) doms.push_back(e->domain_ptr());
   more.clear();
   ep.reset();
+  ctrl_teardown(*this);
   live_teardown(*this);
 }
 
@@ -260,8 +257,16 @@ Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms, const Pa
   }
   s->nrails = 1 + static_cast<int>(s->more.size());
   s->wide_imm = s->ep->domain().cq_data_size() >= 8;
-  const size_t rx = s->ep->domain().info()->rx_attr->size;
-  if (rx > 0) s->persistent_budget = rx / 2;
+  s->rx_cq_data = (s->ep->domain().info()->mode & FI_RX_CQ_DATA) != 0;
+  s->msg_limit = s->ep->domain().max_msg_size();
+  // The control pool's buffers take the largest control message, and an eager message of up to
+  // NCCL_FABRIC_EAGER_MAX (less where the provider's messages are smaller: efa-direct's MTU).
+  size_t payload = sizeof(ConnectMsg) + 64;
+  if (sizeof(AckMsg) + 64 > payload) payload = sizeof(AckMsg) + 64;
+  if (sizeof(CtsWire) > payload) payload = sizeof(CtsWire);
+  const size_t eager = static_cast<size_t>(params.get_int(ParamId::kEagerMax));
+  if (eager > payload) payload = eager;
+  NF_CHECK(ctrl_open(*s, payload));
   NF_CHECK(live_setup(*s, params.get_int(ParamId::kPeerTimeout)));
   keeper_add(s.get());
   *out = std::move(s);
@@ -290,6 +295,7 @@ void route_stray_error(SharedEp& sep, const CqError& err) {
       sep.writer->on_write_error(sep, err))
     return;
   if ((err.flags & FI_SEND) && (err.flags & FI_TAGGED)) {
+    // A SENDRECV send (an injected one): the tag names the receiving comm.
     eq_check(sep);  // the provider's own account first, where it gave one (see fail_op)
     const uint32_t to = static_cast<uint32_t>(err.tag >> 32) & kMaxCommId;
     bool any = false;
@@ -350,6 +356,11 @@ Status sep_progress(SharedEp& sep) {
           else
             NF_INFO(kSubsysNet,
                     "a peer's write arrived on an endpoint no protocol writes to: ignored");
+          // FI_RX_CQ_DATA: the write took one of the pool's receives, which goes back to work.
+          // (Only then: shm 1.17 puts a foreign value in op_context of some writes.)
+          if (sep.rx_cq_data && entries[i].op_context != nullptr &&
+              is_ctrl_rx(static_cast<OpCtx*>(entries[i].op_context)))
+            ctrl_rx_done(sep, static_cast<OpCtx*>(entries[i].op_context), &entries[i], nullptr);
         } else if (entries[i].op_context != nullptr) {
           complete_op(sep, static_cast<OpCtx*>(entries[i].op_context), &entries[i]);
         }
@@ -358,6 +369,7 @@ Status sep_progress(SharedEp& sep) {
     }
   }
   if (sep.zombie_done) sep.sweep_zombies();
+  ctrl_fill(sep);
   return Status::kOk;
 }
 

@@ -15,18 +15,7 @@
 namespace nf {
 namespace {
 
-constexpr uint32_t kRxBit = 0x80000000u;  // OpCtx::index of a probe receive
 constexpr uint64_t kMinIntervalNs = 100000000ull;
-
-uint64_t probe_tag() { return ctrl_tag(0, kCtrlProbe); }
-
-void post_rx(SharedEp& sep, Liveness& lv, int i) {
-  if (lv.rx_posted[i]) return;
-  ssize_t rc = fi_trecv(sep.ep->ep(), &lv.rx[i], sizeof(ProbeMsg), lv.rx_reg.desc, FI_ADDR_UNSPEC,
-                        probe_tag(), 0, &lv.rx_ops[i]);
-  if (rc == 0) lv.rx_posted[i] = true;
-  // -FI_EAGAIN or a failure: live_check posts it again later.
-}
 
 int take_tx(Liveness& lv, int owner) {
   for (int k = 0; k < kProbeTx; ++k) {
@@ -40,8 +29,9 @@ int take_tx(Liveness& lv, int owner) {
 
 // Sends tx slot k (already filled, `len` bytes) to addr. False when the provider took nothing.
 bool send_tx(SharedEp& sep, Liveness& lv, int k, size_t len, fi_addr_t addr, int* err) {
+  lv.tx[k].h = ctrl_hdr(kCtrlProbe, 0, 0);
   ssize_t rc =
-      fi_tsend(sep.ep->ep(), &lv.tx[k], len, lv.tx_reg.desc, addr, probe_tag(), &lv.tx_ops[k]);
+      fi_send(sep.ep->ep(), &lv.tx[k].h, kCtrlHdrSize + len, lv.tx_reg.desc, addr, &lv.tx_ops[k]);
   if (rc == 0) return true;
   lv.tx_owner[k] = -1;
   *err = static_cast<int>(rc < 0 ? -rc : rc);
@@ -63,7 +53,7 @@ void answer_ping(SharedEp& sep, Liveness& lv, const ProbeMsg& ping) {
   if (!ok(sep.insert_peer(ping.addr, ping.addr_len, &to))) return;
   const int k = take_tx(lv, -2);
   if (k < 0) return;  // every slot busy: the prober pings again
-  ProbeMsg& m = lv.tx[k];
+  ProbeMsg& m = lv.tx[k].m;
   memset(&m, 0, kProbeFixed);
   m.magic = kProbeMagic;
   m.version = kWireVersion;
@@ -80,28 +70,16 @@ Status live_setup(SharedEp& sep, int64_t timeout_s) {
   std::unique_ptr<Liveness> lv(new Liveness());
   lv->timeout_ns = static_cast<uint64_t>(timeout_s) * 1000000000ull;
   lv->interval_ns = lv->timeout_ns / 5 > kMinIntervalNs ? lv->timeout_ns / 5 : kMinIntervalNs;
-  lv->rx.reset(new ProbeMsg[kProbeRx]);
-  lv->tx.reset(new ProbeMsg[kProbeTx]);
-  memset(lv->rx.get(), 0, sizeof(ProbeMsg) * kProbeRx);
-  memset(lv->tx.get(), 0, sizeof(ProbeMsg) * kProbeTx);
-  NF_CHECK(register_memory(sep.ep->domain(), sep.ep->ep(), lv->rx.get(),
-                           sizeof(ProbeMsg) * kProbeRx, &lv->rx_reg));
-  Status s = register_memory(sep.ep->domain(), sep.ep->ep(), lv->tx.get(),
-                             sizeof(ProbeMsg) * kProbeTx, &lv->tx_reg);
-  if (!ok(s)) {
-    deregister_memory(&lv->rx_reg);
-    return s;
-  }
+  lv->tx.reset(new Liveness::Tx[kProbeTx]);
+  memset(lv->tx.get(), 0, sizeof(Liveness::Tx) * kProbeTx);
+  NF_CHECK(register_memory(sep.ep->domain(), sep.ep->ep(), lv->tx.get(),
+                           sizeof(Liveness::Tx) * kProbeTx, &lv->tx_reg));
+  Status s;
   lv->self_len = sizeof(lv->self);
   s = sep.ep->name(lv->self, &lv->self_len);
   if (!ok(s) || lv->self_len > kMaxAddrLen) {
-    deregister_memory(&lv->rx_reg);
     deregister_memory(&lv->tx_reg);
     return ok(s) ? Status::kInternalError : s;
-  }
-  for (int i = 0; i < kProbeRx; ++i) {
-    lv->rx_ops[i].req = nullptr;
-    lv->rx_ops[i].index = kRxBit | static_cast<uint32_t>(i);
   }
   for (int k = 0; k < kProbeTx; ++k) {
     lv->tx_ops[k].req = nullptr;
@@ -109,40 +87,35 @@ Status live_setup(SharedEp& sep, int64_t timeout_s) {
     lv->tx_owner[k] = -1;
   }
   sep.live = std::move(lv);
-  for (int i = 0; i < kProbeRx; ++i) post_rx(sep, *sep.live, i);
   return Status::kOk;
 }
 
 void live_teardown(SharedEp& sep) {
   if (!sep.live) return;
-  deregister_memory(&sep.live->rx_reg);
   deregister_memory(&sep.live->tx_reg);
   sep.live.reset();
 }
 
-void live_on_completion(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const CqError* err) {
+void live_on_probe(SharedEp& sep, const void* buf, size_t len) {
   Liveness& lv = *sep.live;
-  if (op->index & kRxBit) {
-    const int i = static_cast<int>(op->index & ~kRxBit);
-    lv.rx_posted[i] = false;
-    if (e != nullptr) {
-      ProbeMsg m;
-      std::string why;
-      if (!decode_probe(&lv.rx[i], e->len, &m, &why)) {
-        uint32_t head[2] = {0, 0};
-        memcpy(head, &lv.rx[i], sizeof(head));
-        if (lv.bad_probes++ == 0)
-          NF_WARN("ignored a malformed liveness probe (%zu bytes, starting 0x%08x 0x%08x): %s",
-                  static_cast<size_t>(e->len), head[0], head[1], why.c_str());
-      } else if (m.kind == kProbePing) {
-        answer_ping(sep, lv, m);
-      } else if (m.token < lv.peers.size() && m.seq <= lv.peers[m.token].seq) {
-        lv.peers[m.token].first_unanswered_ns = 0;  // it answered: alive
-      }
-    }
-    post_rx(sep, lv, i);
-    return;
+  ProbeMsg m;
+  std::string why;
+  if (!decode_probe(buf, len, &m, &why)) {
+    uint32_t head[2] = {0, 0};
+    memcpy(head, buf, len < sizeof(head) ? len : sizeof(head));
+    if (lv.bad_probes++ == 0)
+      NF_WARN("ignored a malformed liveness probe (%zu bytes, starting 0x%08x 0x%08x): %s", len,
+              head[0], head[1], why.c_str());
+  } else if (m.kind == kProbePing) {
+    answer_ping(sep, lv, m);
+  } else if (m.token < lv.peers.size() && m.seq <= lv.peers[m.token].seq) {
+    lv.peers[m.token].first_unanswered_ns = 0;  // it answered: alive
   }
+}
+
+void live_on_completion(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const CqError* err) {
+  (void)e;
+  Liveness& lv = *sep.live;
   const int k = static_cast<int>(op->index);
   const int owner = lv.tx_owner[k];
   lv.tx_owner[k] = -1;
@@ -233,7 +206,6 @@ void live_check(SharedEp& sep) {
   // "18446744073.7 s" that way).
   const uint64_t now = now_ns();
   Liveness& lv = *sep.live;
-  for (int i = 0; i < kProbeRx; ++i) post_rx(sep, lv, i);
   if (lv.timeout_ns == 0) return;
   if (now >= lv.last_check_ns && now - lv.last_check_ns < kKeeperTickNs / 2) return;
   lv.last_check_ns = now;
@@ -280,7 +252,7 @@ void live_check(SharedEp& sep) {
     if (p.first_unanswered_ns == 0) p.first_unanswered_ns = now;
     const int k = take_tx(lv, static_cast<int>(i));
     if (k < 0) continue;
-    ProbeMsg& m = lv.tx[k];
+    ProbeMsg& m = lv.tx[k].m;
     memset(&m, 0, sizeof(m));
     m.magic = kProbeMagic;
     m.version = kWireVersion;
@@ -295,8 +267,7 @@ void live_check(SharedEp& sep) {
       p.tx_busy = true;
       p.last_ping_ns = now;
     } else if (err != FI_EAGAIN && is_connection_error(err, 0)) {
-      peer_failed(sep, p.addr, Status::kRemoteError,
-                  fi_error_text("fi_tsend(liveness probe)", err));
+      peer_failed(sep, p.addr, Status::kRemoteError, fi_error_text("fi_send(liveness probe)", err));
     }
   }
 }

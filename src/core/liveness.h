@@ -22,7 +22,6 @@
 
 namespace nf {
 
-constexpr int kProbeRx = 8;                       // probe receives kept posted per shared endpoint
 constexpr int kProbeTx = 16;                      // pings and pongs in flight per shared endpoint
 constexpr uint64_t kKeeperTickNs = 100000000ull;  // the keeper's period
 constexpr uint64_t kKeeperBusyNs = 1000000ull;    // ... while it finds completions to dispatch
@@ -39,13 +38,16 @@ struct ProbePeer {
 };
 
 struct Liveness {
-  uint64_t timeout_ns = 0;         // 0: never probe (pings of others are still answered)
-  uint64_t interval_ns = 0;        // between pings to one peer
-  std::unique_ptr<ProbeMsg[]> rx;  // kProbeRx
-  std::unique_ptr<ProbeMsg[]> tx;  // kProbeTx
-  MemReg rx_reg, tx_reg;
-  OpCtx rx_ops[kProbeRx];
-  bool rx_posted[kProbeRx] = {};
+  uint64_t timeout_ns = 0;   // 0: never probe (pings of others are still answered)
+  uint64_t interval_ns = 0;  // between pings to one peer
+  // A probe as it is sent: the control header, then the probe (probes arrive in the endpoint's
+  // control pool, core/ctrl.h).
+  struct Tx {
+    CtrlHdr h;
+    ProbeMsg m;
+  };
+  std::unique_ptr<Tx[]> tx;  // kProbeTx
+  MemReg tx_reg;
   OpCtx tx_ops[kProbeTx];
   int tx_owner[kProbeTx];  // -1 free, -2 a pong, else the peer index of a ping
   std::vector<ProbePeer> peers;
@@ -55,12 +57,11 @@ struct Liveness {
   uint64_t bad_probes = 0;
 };
 
-// Posts the probe receives of a freshly opened shared endpoint. Under sep.mu (or before it is
-// shared).
+// Sets up probing of a freshly opened shared endpoint. Under sep.mu (or before it is shared).
 Status live_setup(SharedEp& sep, int64_t timeout_s);
-// Whether op is one of the probe operations (their OpCtx has no request).
-inline bool is_probe_op(const OpCtx* op) { return op->req == nullptr; }
-// A probe operation completed (e != NULL) or failed (err != NULL). Under sep.mu.
+// A probe arrived (the payload of a control message of kind kCtrlProbe). Under sep.mu.
+void live_on_probe(SharedEp& sep, const void* buf, size_t len);
+// A probe's send completed (e != NULL) or failed (err != NULL). Under sep.mu.
 void live_on_completion(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const CqError* err);
 // Sends the pings that are due and fails the peers that left them unanswered. Under sep.mu.
 void live_check(SharedEp& sep);

@@ -522,8 +522,25 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     out->provider = d.provider;
     out->prov_hash = provider_hash(d.provider);
   }
+  // SENDRECV needs tagged messages, which a fabric such as efa-direct lacks: there every
+  // connection uses the RDMA protocol (whose control path is untagged).
+  bool tagged = true;
+  for (const auto& dm : doms) tagged = tagged && (dm->info()->caps & FI_TAGGED) != 0;
   const std::string& want = ctx.params.get_str(ParamId::kProtocol);
-  if (want == "sendrecv") {
+  if (!tagged) {
+    if (!rma || want == "sendrecv") {
+      NF_WARN(
+          "device %d (%s): the fabric offers no tagged messages, so SENDRECV is impossible, %s; "
+          "set NCCL_FABRIC_EFA_FABRIC=efa (docs/configuration.md)",
+          dev, name.c_str(),
+          rma ? "and NCCL_FABRIC_PROTOCOL=sendrecv asks for it" : "and it offers no RMA writes");
+      return Status::kInvalidUsage;
+    }
+    out->offered = kProtoRdma;
+    rma_note =
+        "the fabric has no tagged messages (SENDRECV impossible); RMA writes with remote "
+        "CQ data";
+  } else if (want == "sendrecv") {
     out->offered = kProtoSendRecv;
   } else if (want == "rdma") {
     if (!rma) {

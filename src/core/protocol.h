@@ -18,9 +18,8 @@ struct Comm;
 struct Request;
 struct MemHandle;
 struct SharedEp;
-
-// Receives a protocol keeps posted per connection, at most (the comm's request pool has room).
-constexpr int kMaxPersistentRecvs = 32;
+struct CtrlRx;
+struct CtrlHdr;
 
 struct Protocol {
   const char* name;  // for the log: "SENDRECV", "RDMA"
@@ -41,9 +40,10 @@ struct Protocol {
   // Posts what a deferred send or receive still owes (after -FI_EAGAIN part way).
   Status (*post_send)(Comm& c, Request* r);
   Status (*post_recv)(Comm& c, Request* r);
-  // A persistent receive of the protocol's own (kEagerRecv, kCtsRecv) completed with e, or failed
-  // (e nullptr; logged already): it deals with the message and reposts it.
-  void (*on_persistent)(Request* r, const fi_cq_tagged_entry* e);
+  // A control message for the established comm (core/ctrl.h: a clear-to-send, eager message or
+  // notice): true when the protocol keeps the buffer (it gives it back with ctrl_release).
+  // nullptr: the protocol takes none (they are dropped).
+  bool (*on_ctrl)(Comm& c, const CtrlHdr& h, CtrlRx* rx);
   // Whether an isend NCCL keeps retrying is waiting for the peer (close counts it as pending).
   bool (*send_waiting)(const Comm& c);
   // What a pending send or receive waits for, in words (the stall report, the statistics file).
@@ -62,10 +62,6 @@ struct Protocol {
   // Close cancels a pending receive's posted operations (false: a receive's one operation is a
   // send, its clear-to-send, which cannot be cancelled).
   bool cancel_recvs;
-  // Receives it keeps posted per connection on the send side and on the receive side: reserved
-  // against the endpoint's budget at connect (reserve_persistent).
-  int persistent_send;
-  int persistent_recv;
 };
 
 extern const Protocol kSendRecvProtocol;

@@ -1,5 +1,5 @@
 // The RDMA protocol, the parts both sides share: completion slots of the endpoint, the comm's
-// state, its persistent receives (set-up, repost, dispatch of their messages), close, and the
+// state, the control messages it takes (clear-to-send, eager messages, notices), close, and the
 // table core calls. The receiver's side is rdma_recv.cpp, the sender's rdma_send.cpp.
 #include <cstring>
 
@@ -48,10 +48,9 @@ void RdmaEp::free_slot(Request* r) {
 }
 
 RdmaState::~RdmaState() {
-  deregister_memory(&cts_rx_reg);
   deregister_memory(&cts_tx_reg);
-  deregister_memory(&bounce_reg);
   deregister_memory(&notice_tx_reg);
+  deregister_memory(&eager_hdr_reg);
 }
 
 namespace {
@@ -64,32 +63,7 @@ int parse_fault(const std::string& s) {
   return kFaultNone;
 }
 
-Status alloc_registered(Comm& c, size_t bytes, MemReg* reg, bool remote, uint8_t** out) {
-  std::unique_ptr<uint8_t[]> p(new uint8_t[bytes]());
-  NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), p.get(), bytes, reg, remote));
-  *out = p.release();
-  return Status::kOk;
-}
-
 }  // namespace
-
-Status rdma_post_persistent(Comm& c, Request* r) {
-  // Bounce buffers take any NCCL tag and notices; CTS buffers one tag.
-  const uint64_t ignore = r->type == ReqType::kEagerRecv ? (kTagLowMask | kTagNoticeBit) : 0;
-  ssize_t rc = fi_trecv(c.ep->ep(), r->bounce.buf, r->bounce.cap, r->bounce.desc, FI_ADDR_UNSPEC,
-                        r->bounce.tag, ignore, &r->ops[0]);
-  if (rc == -FI_EAGAIN) {
-    c.st.eagain.add();
-    RdmaState& rd = rdma_of(c);
-    if (rd.n_repost < static_cast<int>(sizeof(rd.repost) / sizeof(rd.repost[0])))
-      rd.repost[rd.n_repost++] = r;
-    return Status::kOk;
-  }
-  if (rc != 0) return fi_fail("fi_trecv(rdma buffer)", static_cast<int>(rc), c.peer_name.c_str());
-  op_posted(r, nullptr);
-  r->state = ReqState::kPending;
-  return Status::kOk;
-}
 
 Status rdma_setup(Comm& c) {
   c.pstate.reset(new RdmaState());
@@ -103,78 +77,54 @@ Status rdma_setup(Comm& c) {
   rd.eager_skew = c.params.get_str(ParamId::kTestEagerFault) == "ahead" ? 1u << 20 : 0;
   rd.min_chunk = static_cast<size_t>(c.params.get_int(ParamId::kMinChunk));
   rd.write_chunk = static_cast<size_t>(c.params.get_int(ParamId::kWriteChunk));
+  // Clear-to-sends (to the sender) and eager messages and notices (to the receiver) arrive in the
+  // endpoint's control pool (rdma_on_ctrl): the comm keeps no receive posted.
+  const size_t n = c.pool->capacity();
   if (c.role == CommRole::kSend) {
-    rd.cts_rx.reset(new CtsWire[kCtsBufs]());
-    NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), rd.cts_rx.get(),
-                             sizeof(CtsWire) * kCtsBufs, &rd.cts_rx_reg));
-    rd.notice_tx.reset(new NoticeMsg[c.pool->capacity()]());
+    rd.notice_tx.reset(new RdmaState::NoticeTx[n]());
     NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), rd.notice_tx.get(),
-                             sizeof(NoticeMsg) * c.pool->capacity(), &rd.notice_tx_reg));
-    for (int i = 0; i < kCtsBufs; ++i) {
-      Request* r = take_request(c, ReqType::kCtsRecv, 1);
-      if (r == nullptr) return Status::kInternalError;
-      r->bounce.buf = &rd.cts_rx[i];
-      r->bounce.cap = sizeof(CtsWire);
-      r->bounce.desc = rd.cts_rx_reg.desc;
-      r->bounce.tag = ctrl_tag(c.id, kCtrlCts);
-      NF_CHECK(rdma_post_persistent(c, r));
-    }
+                             sizeof(RdmaState::NoticeTx) * n, &rd.notice_tx_reg));
+    rd.eager_hdr.reset(new CtrlHdr[n]());
+    NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), rd.eager_hdr.get(), sizeof(CtrlHdr) * n,
+                             &rd.eager_hdr_reg));
   } else {
-    rd.cts_tx.reset(new CtsWire[c.pool->capacity()]());
+    rd.cts_tx.reset(new RdmaState::CtsTx[n]());
     NF_CHECK(register_memory(c.ep->domain(), c.ep->ep(), rd.cts_tx.get(),
-                             sizeof(CtsWire) * c.pool->capacity(), &rd.cts_tx_reg));
-    // Bounce buffers also take the sender's notices, so they exist with eager messages off too.
-    rd.bounce_size = c.eager_max > kMinBounce ? c.eager_max : kMinBounce;
-    uint8_t* p = nullptr;
-    NF_CHECK(alloc_registered(c, rd.bounce_size * kEagerBufs, &rd.bounce_reg, false, &p));
-    rd.bounce.reset(p);
-    for (int i = 0; i < kEagerBufs; ++i) {
-      Request* r = take_request(c, ReqType::kEagerRecv, 1);
-      if (r == nullptr) return Status::kInternalError;
-      r->bounce.buf = p + static_cast<size_t>(i) * rd.bounce_size;
-      r->bounce.cap = rd.bounce_size;
-      r->bounce.desc = rd.bounce_reg.desc;
-      r->bounce.tag = eager_tag(c.id, 0);
-      NF_CHECK(rdma_post_persistent(c, r));
-    }
+                             sizeof(RdmaState::CtsTx) * n, &rd.cts_tx_reg));
   }
   return Status::kOk;
 }
 
 void rdma_retry_reposts(Comm& c) {
   RdmaState& rd = rdma_of(c);
-  int n = rd.n_repost;
-  rd.n_repost = 0;
-  Request* todo[kEagerBufs + kCtsBufs];
-  memcpy(todo, rd.repost, sizeof(Request*) * static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i)
-    if (!ok(rdma_post_persistent(c, todo[i]))) todo[i]->state = ReqState::kError;
-  n = rd.n_cts_retry;
+  const int n = rd.n_cts_retry;
   rd.n_cts_retry = 0;
   Request* cts[kActiveRecvs];
   memcpy(cts, rd.cts_retry, sizeof(Request*) * static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) rdma_cts_on_request(c, cts[i]);
 }
 
-void rdma_on_persistent(Request* r, const fi_cq_tagged_entry* e) {
-  Comm& c = *r->comm;
-  if (c.closing) return;  // cancelled by the close, or the last message: not reposted
-  if (e == nullptr) {
-    // Failed (logged by the caller): the buffer goes back to work.
-    if (!ok(rdma_post_persistent(c, r))) r->state = ReqState::kError;
-  } else if (r->type == ReqType::kEagerRecv) {
-    rdma_on_eager(r, *e);
-  } else {
-    rdma_on_cts(r, *e);
+bool rdma_on_ctrl(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
+  const uint8_t kind = ctrl_kind(h);
+  if (kind == kCtrlCts && c.role == CommRole::kSend) {
+    rdma_on_cts(c, rx->payload(), rx->plen());
+    return false;
   }
+  if ((kind == kCtrlEager || kind == kCtrlNotice) && c.role == CommRole::kRecv)
+    return rdma_on_eager(c, h, rx);
+  RDMA_LOG(c,
+           "a control message of kind %u from %s that this side of the connection never takes: "
+           "ignored",
+           kind, c.peer_name.c_str());
+  return false;
 }
 
 void rdma_close(Comm& c) {
   if (!c.pstate) return;
   RdmaState& rd = rdma_of(c);
   while (rd.n_active > 0) rdma_retire_recv(rd.active[0]);
-  rd.n_held = 0;
-  rd.n_repost = 0;
+  for (CtrlRx* rx : rd.held) ctrl_release(*c.sep, rx);
+  rd.held.clear();
   rd.n_cts_retry = 0;
   rd.n_rts = 0;
 }
@@ -198,12 +148,11 @@ void rdma_tail(Comm& c) {
   if (!c.pstate) return;
   RdmaState& rd = rdma_of(c);
   if (c.closing) {
-    // A closing comm reposts nothing and sends no late clear-to-send.
-    rd.n_repost = 0;
+    // A closing comm sends no late clear-to-send.
     rd.n_cts_retry = 0;
     return;
   }
-  if (rd.n_repost > 0 || rd.n_cts_retry > 0) rdma_retry_reposts(c);
+  if (rd.n_cts_retry > 0) rdma_retry_reposts(c);
 }
 // An RDMA receive is never deferred: irecv sends its clear-to-send at once or hands NCCL a NULL
 // request.
@@ -242,7 +191,7 @@ const Protocol kRdmaProtocol = {"RDMA",
                                 rdma_fail_recv,
                                 rdma_post_writes,
                                 rdma_post_recv,
-                                rdma_on_persistent,
+                                rdma_on_ctrl,
                                 rdma_send_waiting,
                                 rdma_waiting_for,
                                 rdma_on_write,
@@ -250,8 +199,6 @@ const Protocol kRdmaProtocol = {"RDMA",
                                 rdma_tail,
                                 rdma_close,
                                 true,
-                                false,
-                                kCtsBufs,
-                                kEagerBufs};
+                                false};
 
 }  // namespace nf

@@ -2,7 +2,7 @@
 // clear-to-send (CTS) naming its buffers, keys and a completion slot; the sender writes the payload
 // straight into them with fi_writedata, striped over the rails, and the 4-byte immediate data of
 // each write tells the receiver which buffer and how many pieces to count. Small messages the
-// sender has no CTS for yet go at once into the receiver's bounce buffers (eager).
+// sender has no CTS for yet go at once, as control messages, into the receiver's pool (eager).
 // Core calls it through kRdmaProtocol (core/protocol.h) only; this header is the protocol's own.
 // Everything here runs under SharedEp::mu, like the rest of the data path.
 #pragma once
@@ -11,11 +11,10 @@
 #include <vector>
 
 #include "core/comm.h"
+#include "core/ctrl.h"
 
 namespace nf {
 
-constexpr int kEagerBufs = 16;  // receiver: bounce buffers kept posted
-constexpr int kCtsBufs = 32;    // sender: clear-to-send receives kept posted
 constexpr int kGroupRing = 64;  // sender: groups announced and not fully sent
 constexpr int kActiveRecvs = kMaxRequests + 2;
 constexpr int kMaxTags = 128;    // distinct NCCL tags on one connection
@@ -71,21 +70,28 @@ struct RdmaState final : ProtoState {
   uint32_t wait_index = 0;
   uint64_t wait_since = 0;
   bool rts_sent = false;
-  std::unique_ptr<CtsWire[]> cts_rx;  // kCtsBufs
-  MemReg cts_rx_reg;
-  std::unique_ptr<NoticeMsg[]> notice_tx;  // the notices being sent (one per request)
+  // What a request sends besides NCCL's data, each after its control header: a notice, or the
+  // header of an eager message (whose payload is NCCL's buffer). One per request of the pool.
+  struct NoticeTx {
+    CtrlHdr h;
+    NoticeMsg m;
+  };
+  std::unique_ptr<NoticeTx[]> notice_tx;
   MemReg notice_tx_reg;
+  std::unique_ptr<CtrlHdr[]> eager_hdr;
+  MemReg eager_hdr_reg;
   // Receiver.
-  TagCounts posted;                   // buffers posted per tag
-  std::unique_ptr<CtsWire[]> cts_tx;  // one per request of the pool
+  TagCounts posted;  // buffers posted per tag
+  struct CtsTx {
+    CtrlHdr h;
+    CtsWire w;
+  };
+  std::unique_ptr<CtsTx[]> cts_tx;  // one per request of the pool
   MemReg cts_tx_reg;
-  std::unique_ptr<uint8_t[]> bounce;  // kEagerBufs x bounce_size
-  size_t bounce_size = 0;
-  MemReg bounce_reg;
   Request* active[kActiveRecvs];  // posted receives, to find the buffer of an eager message
   int n_active = 0;
-  Request* held[kEagerBufs];  // eager messages whose buffer is not posted yet
-  int n_held = 0;
+  // Eager messages whose buffer is not posted yet, in the control buffers they arrived in.
+  std::vector<CtrlRx*> held;
   struct Rts {
     int32_t tag;
     uint32_t index;
@@ -94,8 +100,6 @@ struct RdmaState final : ProtoState {
   int n_rts = 0;
   Request* cts_retry[kActiveRecvs];  // receives whose late CTS met -FI_EAGAIN
   int n_cts_retry = 0;
-  Request* repost[kEagerBufs + kCtsBufs];  // persistent receives -FI_EAGAIN refused
-  int n_repost = 0;
   Status error = Status::kOk;  // a CTS broke the protocol: every later isend fails
   int warned = 0;
   int cts_fault = 0;        // NCCL_FABRIC_TEST_CTS_FAULT
@@ -103,9 +107,6 @@ struct RdmaState final : ProtoState {
   size_t min_chunk = 65536;
   size_t write_chunk = 512 << 10;  // NCCL_FABRIC_WRITE_CHUNK (0: one write per rail)
 };
-
-static_assert(kEagerBufs <= kMaxPersistentRecvs && kCtsBufs <= kMaxPersistentRecvs,
-              "the comm's request pool has room for kMaxPersistentRecvs persistent receives");
 
 inline RdmaState& rdma_of(const Comm& c) { return *static_cast<RdmaState*>(c.pstate.get()); }
 
@@ -132,11 +133,10 @@ enum CtsFault { kFaultNone = 0, kFaultSize, kFaultCount, kFaultAddr, kFaultKey }
               __LINE__, __VA_ARGS__)
 
 // Between the protocol's files (rdma.cpp: both sides; rdma_recv.cpp; rdma_send.cpp).
-// Posts (again) a persistent receive; -FI_EAGAIN queues it for the tail's retry.
-Status rdma_post_persistent(Comm& c, Request* r);
-// A message in a bounce buffer (receiver) or a clear-to-send buffer (sender).
-void rdma_on_eager(Request* b, const fi_cq_tagged_entry& e);
-void rdma_on_cts(Request* b, const fi_cq_tagged_entry& e);
+// A control message for the comm: an eager message or notice (receiver; true: the buffer is
+// kept until its receive is posted), a clear-to-send (sender).
+bool rdma_on_eager(Comm& c, const CtrlHdr& h, CtrlRx* rx);
+void rdma_on_cts(Comm& c, const void* buf, size_t len);
 // Sends a receive's clear-to-send when it has none yet (an RTS asked, or a retry after
 // -FI_EAGAIN).
 void rdma_cts_on_request(Comm& c, Request* r);
@@ -148,9 +148,9 @@ Status rdma_setup(Comm& c);
 Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Request** out);
 Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tags,
                   MemHandle* const* mhs, Request** out);
-void rdma_on_persistent(Request* r, const fi_cq_tagged_entry* e);  // eager bounce or CTS buffer
-void rdma_on_cts_sent(Request* r);                                 // a receive's CTS send
-void rdma_on_cts_failed(Request* r, Status s);                     // ... failed
+bool rdma_on_ctrl(Comm& c, const CtrlHdr& h, CtrlRx* rx);  // a control message (core/ctrl.h)
+void rdma_on_cts_sent(Request* r);                         // a receive's CTS send
+void rdma_on_cts_failed(Request* r, Status s);             // ... failed
 void rdma_fail_recv(Request* r, Status s);  // a pending receive fails: it stops taking writes
 void rdma_on_write(SharedEp& sep, const fi_cq_tagged_entry& e);  // a peer's write landed
 bool rdma_on_write_error(SharedEp& sep, const CqError& err);

@@ -1,5 +1,5 @@
 // The RDMA protocol, the receiver's side: irecv and its clear-to-send, the peer's writes landing in
-// the buffers it named, eager messages from the bounce buffers, notices, and a receive's end.
+// the buffers it named, eager messages from the control pool, notices, and a receive's end.
 #include <cstring>
 
 #include <rdma/fi_errno.h>
@@ -92,7 +92,7 @@ bool find_buffer(RdmaState& rd, int32_t tag, uint32_t index, Request** out, int*
 }
 
 // How far ahead of the receiver's posted buffers a sender may be (messages of one tag): an
-// eager message further ahead is not held (it would keep a bounce buffer forever) but refused.
+// eager message further ahead is not held (it would keep a control buffer forever) but refused.
 constexpr uint32_t kMaxAhead = 1u << 16;
 
 // Whether the receiver has yet to post buffer `index` of `tag` (indices wrap).
@@ -103,10 +103,10 @@ bool too_far_ahead(RdmaState& rd, int32_t tag, uint32_t index) {
   return index - rd.posted.count(tag) >= kMaxAhead;
 }
 
-// Eager message in bounce buffer b for buffer i of receive r.
-void deliver_eager(Request* r, int i, Request* b) {
+// Eager message in control buffer b for buffer i of receive r.
+void deliver_eager(Request* r, int i, const CtrlRx* b) {
   Comm& c = *r->comm;
-  const size_t len = b->bounce.len;
+  const size_t len = b->plen();
   if (r->state != ReqState::kPending) return;  // failed already: nothing lands
   if (r->recv.entry_done[i] || r->recv.chunks_got[i] != 0) {
     RDMA_LOG(c,
@@ -122,7 +122,7 @@ void deliver_eager(Request* r, int i, Request* b) {
     fail_recv(r, Status::kInvalidUsage);
     return;
   }
-  if (len > 0) memcpy(r->recv.bufs[i], b->bounce.buf, len);
+  if (len > 0) memcpy(r->recv.bufs[i], b->payload(), len);
   r->recv.sizes[i] = len;
   c.st.eager.add();
   if (__builtin_expect(r->prof != nullptr, 0)) prof_mark(r, kProfEagerDelivered, i, len);
@@ -167,32 +167,23 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
       break;
     default: break;
   }
-  CtsWire& w = rd.cts_tx[c.pool->index_of(r)];
+  RdmaState::CtsTx& tx = rd.cts_tx[c.pool->index_of(r)];
+  CtsWire& w = tx.w;
   size_t len = encode_cts(m, w.b);
   switch (rd.cts_fault) {
     case kFaultSize: len += 8; break;  // CtsWire has the room
     case kFaultCount: w.b[offsetof(CtsHeader, n)] = kMaxCtsEntries + 1; break;
     default: break;
   }
-  const uint64_t t = ctrl_tag(c.peer_id, kCtrlCts);
-  ssize_t rc;
-  bool injected = false;
-  if (c.use_inject && len <= c.inject_size) {
-    rc = fi_tinject(c.ep->ep(), w.b, len, c.peer, t);
-    injected = rc == 0;
-  } else {
-    rc = fi_tsend(c.ep->ep(), w.b, len, rd.cts_tx_reg.desc, c.peer, t, &r->ops[0]);
-  }
-  if (rc != 0) {
+  bool posted = false, injected = false;
+  tx.h = ctrl_hdr(kCtrlCts, c.peer_id, c.id);
+  Status s = ctrl_send(c, &tx.h, len, rd.cts_tx_reg.desc, r, 0, true, &posted, &injected);
+  if (!ok(s) || !posted) {
     if (fresh_slot) {
       rdma_ep(*c.sep).free_slot(r);
       r->recv.slot = UINT32_MAX;
     }
-    if (rc == -FI_EAGAIN) {
-      c.st.eagain.add();
-      return Status::kOk;
-    }
-    return fi_fail("fi_tsend(clear-to-send)", static_cast<int>(rc), c.peer_name.c_str());
+    return s;  // kOk with nothing sent: -FI_EAGAIN
   }
   // posted/in_flight count the CTS send only: the request completes through rdma_on_cts_sent,
   // rdma_on_write and the eager path.
@@ -222,17 +213,17 @@ void rdma_cts_on_request(Comm& c, Request* r) {
 
 namespace {
 
-void on_notice(Comm& c, Request* b, const fi_cq_tagged_entry& e) {
+void on_notice(Comm& c, const CtrlHdr& h, const CtrlRx* b) {
   RdmaState& rd = rdma_of(c);
-  const int32_t tag = static_cast<int32_t>(e.tag & kTagLowMask);
-  const uint32_t index = static_cast<uint32_t>(e.data);
+  const int32_t tag = h.tag;
+  const uint32_t index = h.index;
   NoticeMsg m;
-  if (e.len != sizeof(m)) {
-    RDMA_LOG(c, "a notice of %zu bytes from %s (expected %zu): ignored", static_cast<size_t>(e.len),
+  if (b->plen() != sizeof(m)) {
+    RDMA_LOG(c, "a notice of %zu bytes from %s (expected %zu): ignored", b->plen(),
              c.peer_name.c_str(), sizeof(m));
     return;
   }
-  memcpy(&m, b->bounce.buf, sizeof(m));
+  memcpy(&m, b->payload(), sizeof(m));
   if (m.magic != kNoticeMagic || (m.kind != kNoticeRts && m.kind != kNoticeTooLarge)) {
     RDMA_LOG(c, "a malformed notice from %s: ignored", c.peer_name.c_str());
     return;
@@ -258,39 +249,38 @@ void on_notice(Comm& c, Request* b, const fi_cq_tagged_entry& e) {
 
 }  // namespace
 
-void rdma_on_eager(Request* b, const fi_cq_tagged_entry& e) {
-  Comm& c = *b->comm;
+bool rdma_on_eager(Comm& c, const CtrlHdr& h, CtrlRx* b) {
   RdmaState& rd = rdma_of(c);
-  if (e.tag & kTagNoticeBit) {
-    on_notice(c, b, e);
-  } else {
-    const int32_t tag = static_cast<int32_t>(e.tag & kTagLowMask);
-    const uint32_t index = static_cast<uint32_t>(e.data);
-    b->bounce.index = index;
-    b->bounce.len = e.len;
-    b->bounce.msg_tag = tag;
-    Request* r = nullptr;
-    int i = 0;
-    if (find_buffer(rd, tag, index, &r, &i)) {
-      deliver_eager(r, i, b);
-    } else if (not_posted_yet(rd, tag, index) && too_far_ahead(rd, tag, index)) {
-      RDMA_LOG(c,
-               "eager message %u of tag %d from %s is %u messages ahead of the receives "
-               "posted (at most %u): the connection fails",
-               index, tag, c.peer_name.c_str(), index - rd.posted.count(tag), kMaxAhead);
-      comm_fail(c, Status::kRemoteError, "a peer's message far ahead of every receive");
-    } else if (not_posted_yet(rd, tag, index)) {
-      // Its receive is not posted yet: the message waits in this bounce buffer.
-      rd.held[rd.n_held++] = b;
-      return;
-    } else {
-      RDMA_LOG(c,
-               "eager message %u of tag %d from %s belongs to no receive (already complete or "
-               "failed): dropped",
-               index, tag, c.peer_name.c_str());
-    }
+  if (ctrl_kind(h) == kCtrlNotice) {
+    on_notice(c, h, b);
+    return false;
   }
-  if (!ok(rdma_post_persistent(c, b))) b->state = ReqState::kError;
+  const int32_t tag = h.tag;
+  const uint32_t index = h.index;
+  Request* r = nullptr;
+  int i = 0;
+  if (find_buffer(rd, tag, index, &r, &i)) {
+    deliver_eager(r, i, b);
+  } else if (not_posted_yet(rd, tag, index) && too_far_ahead(rd, tag, index)) {
+    RDMA_LOG(c,
+             "eager message %u of tag %d from %s is %u messages ahead of the receives "
+             "posted (at most %u): the connection fails",
+             index, tag, c.peer_name.c_str(), index - rd.posted.count(tag), kMaxAhead);
+    comm_fail(c, Status::kRemoteError, "a peer's message far ahead of every receive");
+  } else if (not_posted_yet(rd, tag, index)) {
+    // Its receive is not posted yet: the message waits in this control buffer (the endpoint
+    // posts another in its place).
+    b->msg_tag = tag;
+    b->index = index;
+    rd.held.push_back(b);
+    return true;
+  } else {
+    RDMA_LOG(c,
+             "eager message %u of tag %d from %s belongs to no receive (already complete or "
+             "failed): dropped",
+             index, tag, c.peer_name.c_str());
+  }
+  return false;
 }
 
 void rdma_on_cts_sent(Request* r) { maybe_finish_recv(r); }
@@ -437,17 +427,17 @@ Status rdma_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* t
   r->recv.holds_mrs = true;
   rd.active[rd.n_active++] = r;
   // Eager messages that arrived before this receive was posted.
-  for (int k = 0; k < rd.n_held;) {
-    Request* b = rd.held[k];
+  for (size_t k = 0; k < rd.held.size();) {
+    CtrlRx* b = rd.held[k];
     int i = 0;
     for (; i < n; ++i)
-      if (static_cast<int32_t>(r->recv.tags[i]) == b->bounce.msg_tag &&
-          r->recv.index[i] == b->bounce.index)
+      if (static_cast<int32_t>(r->recv.tags[i]) == b->msg_tag && r->recv.index[i] == b->index)
         break;
     if (i < n) {
-      rd.held[k] = rd.held[--rd.n_held];
+      rd.held[k] = rd.held.back();
+      rd.held.pop_back();
       deliver_eager(r, i, b);
-      if (!ok(rdma_post_persistent(c, b))) b->state = ReqState::kError;
+      ctrl_release(*c.sep, b);
     } else {
       ++k;
     }

@@ -1,5 +1,6 @@
 // The RDMA protocol, the sender's side: isend, clear-to-send messages from the receiver, writes
-// striped over the rails, eager messages and notices into the receiver's bounce buffers.
+// striped over the rails, eager messages and notices as control messages into the receiver's
+// control pool.
 #include <cstring>
 
 #include <rdma/fi_errno.h>
@@ -68,14 +69,13 @@ bool check_cts(Comm& c, const void* buf, size_t len, CtsMsg* out, std::string* w
 
 }  // namespace
 
-void rdma_on_cts(Request* b, const fi_cq_tagged_entry& e) {
-  Comm& c = *b->comm;
+void rdma_on_cts(Comm& c, const void* buf, size_t len) {
   RdmaState& rd = rdma_of(c);
   CtsMsg m;
   std::string why;
   if (!ok(rd.error)) {
     // Already broken: nothing more is used.
-  } else if (!check_cts(c, b->bounce.buf, e.len, &m, &why)) {
+  } else if (!check_cts(c, buf, len, &m, &why)) {
     RDMA_LOG(c, "refused a clear-to-send from %s: %s; the connection fails", c.peer_name.c_str(),
              why.c_str());
     rd.error = Status::kRemoteError;
@@ -96,7 +96,6 @@ void rdma_on_cts(Request* b, const fi_cq_tagged_entry& e) {
         g.used = static_cast<uint8_t>(g.used | (1u << i));
     if (g.used != (1u << g.n) - 1) ++rd.g_count;
   }
-  if (!ok(rdma_post_persistent(c, b))) b->state = ReqState::kError;
 }
 
 namespace {
@@ -121,23 +120,43 @@ void mark_sent(RdmaState& rd, SendGroup* g, int i) {
 // once, 15-20 % at 2 MiB). At 100 ms it is at most ten small messages a second per connection.
 constexpr uint64_t kRtsDelayNs = 100000000;
 
-// Posts request r (taken by the caller): `size` bytes to the receiver's bounce buffers (an eager
-// message or a notice), tag t, the message's per-tag index as CQ data; fi_tinjectdata when `inject`
-// (done at once), else fi_tsenddata. On failure r goes back to the pool and *posted stays false
-// (-FI_EAGAIN: not an error; NCCL calls again).
-Status post_bounce(Comm& c, Request* r, const void* data, size_t size, void* desc, MemHandle* mh,
-                   bool inject, uint64_t t, uint32_t index, bool* posted) {
-  *posted = false;
+// Messages up to this size go with fi_inject, copied behind their header on the stack (the
+// provider copies them anyway); larger ones as two pieces (header, NCCL's buffer) with fi_sendv.
+constexpr size_t kInjectCopyMax = 1024;
+
+// One eager message of NCCL's: the control header (in the request's slot) and NCCL's buffer, as
+// one untagged message into the receiver's control pool. *out stays NULL when the provider pushed
+// back.
+Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint32_t index,
+                  Request** out) {
+  *out = nullptr;
+  Request* r = take_request(c, ReqType::kSend, 1);
+  if (r == nullptr) return comm_progress(c);
+  RdmaState& rd = rdma_of(c);
   r->send.size = size;
-  ssize_t rc = inject ? fi_tinjectdata(c.ep->ep(), data, size, index, c.peer, t)
-                      : fi_tsenddata(c.ep->ep(), data, size, desc, index, c.peer, t, &r->ops[0]);
+  const CtrlHdr h = ctrl_hdr(kCtrlEager, c.peer_id, c.id, tag, index + rd.eager_skew);
+  const size_t total = kCtrlHdrSize + size;
+  ssize_t rc;
+  const bool inject = total <= kInjectCopyMax && can_inject(c, total, mh);
+  if (inject) {
+    alignas(8) uint8_t tmp[kInjectCopyMax];
+    memcpy(tmp, &h, kCtrlHdrSize);
+    if (size > 0) memcpy(tmp + kCtrlHdrSize, data, size);
+    rc = fi_inject(c.ep->ep(), tmp, total, c.peer);
+  } else {
+    CtrlHdr& slot = rd.eager_hdr[c.pool->index_of(r)];
+    slot = h;
+    struct iovec iov[2] = {{&slot, kCtrlHdrSize}, {data, size}};
+    void* desc[2] = {rd.eager_hdr_reg.desc, mh != nullptr ? mh->reg.desc : nullptr};
+    rc = fi_sendv(c.ep->ep(), iov, desc, size > 0 ? 2 : 1, c.peer, &r->ops[0]);
+  }
   if (rc != 0) {
     request_release(r);
     if (rc == -FI_EAGAIN) {
       c.st.eagain.add();
       return comm_progress(c);
     }
-    return fi_fail(inject ? "fi_tinjectdata(eager)" : "fi_tsenddata(eager)", static_cast<int>(rc),
+    return fi_fail(inject ? "fi_inject(eager)" : "fi_sendv(eager)", static_cast<int>(rc),
                    c.peer_name.c_str());
   }
   if (inject) {
@@ -146,21 +165,6 @@ Status post_bounce(Comm& c, Request* r, const void* data, size_t size, void* des
     r->send.mh = mh;  // its use is given back by complete_op
     op_posted(r, mh);
   }
-  *posted = true;
-  return Status::kOk;
-}
-
-// One eager message of NCCL's. *out stays NULL when the provider pushed back.
-Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint32_t index,
-                  Request** out) {
-  *out = nullptr;
-  Request* r = take_request(c, ReqType::kSend, 1);
-  if (r == nullptr) return comm_progress(c);
-  const bool inject = can_inject(c, size, mh);
-  bool posted = false;
-  NF_CHECK(post_bounce(c, r, data, size, mh != nullptr ? mh->reg.desc : nullptr, mh, inject,
-                       eager_tag(c.peer_id, tag), index + rdma_of(c).eager_skew, &posted));
-  if (!posted) return Status::kOk;
   *out = r;
   return Status::kOk;
 }
@@ -173,14 +177,27 @@ Status send_notice(Comm& c, int tag, uint32_t index, uint32_t kind, size_t size,
   *posted = false;
   Request* r = take_request(c, ReqType::kSend, 1);
   if (r == nullptr) return comm_progress(c);
-  NoticeMsg& m = rdma_of(c).notice_tx[c.pool->index_of(r)];
-  m.magic = kNoticeMagic;
-  m.kind = kind;
-  m.size = size;
-  NF_CHECK(post_bounce(c, r, &m, sizeof(m), rdma_of(c).notice_tx_reg.desc, nullptr,
-                       c.use_inject && sizeof(m) <= c.inject_size,
-                       eager_tag(c.peer_id, tag) | kTagNoticeBit, index, posted));
-  if (*posted) request_release(r);
+  RdmaState& rd = rdma_of(c);
+  RdmaState::NoticeTx& tx = rd.notice_tx[c.pool->index_of(r)];
+  tx.m.magic = kNoticeMagic;
+  tx.m.kind = kind;
+  tx.m.size = size;
+  r->send.size = sizeof(tx.m);
+  bool injected = false;
+  tx.h = ctrl_hdr(kCtrlNotice, c.peer_id, c.id, tag, index);
+  Status s =
+      ctrl_send(c, &tx.h, sizeof(tx.m), rd.notice_tx_reg.desc, r, 0, true, posted, &injected);
+  if (!ok(s) || !*posted) {
+    request_release(r);
+    if (!ok(s)) return s;
+    return comm_progress(c);
+  }
+  if (injected) {
+    r->state = ReqState::kDone;
+  } else {
+    op_posted(r, nullptr);
+  }
+  request_release(r);
   return Status::kOk;
 }
 
@@ -283,7 +300,7 @@ Status rdma_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Requ
     return Status::kInvalidUsage;
   }
   if (fits_eager) {
-    // Eager: no CTS yet, or a small message: a copy through the receiver's bounce buffers costs
+    // Eager: no CTS yet, or a small message: a copy through the receiver's control buffers costs
     // less than a write.
     Status s = send_eager(c, data, size, tag, mh, index, out);
     if (*out == nullptr) return s;

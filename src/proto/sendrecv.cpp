@@ -132,8 +132,6 @@ Status sr_post_send(Comm& c, Request*) {
 }
 void sr_tail(Comm&) {}
 void sr_close(Comm&) {}
-// SENDRECV keeps no receives posted and takes no writes.
-void sr_on_persistent(Request*, const fi_cq_tagged_entry*) {}
 bool sr_send_waiting(const Comm&) { return false; }
 const char* sr_waiting_for(const Request& r) {
   if (r.type == ReqType::kFlush) return "waiting for the flush read";
@@ -144,9 +142,8 @@ const char* sr_waiting_for(const Request& r) {
 }  // namespace
 
 const Protocol kSendRecvProtocol = {
-    "SENDRECV",        sr_setup,       sr_isend,     sr_irecv,   sr_recv_op_done,
-    sr_recv_op_failed, fail_request,   sr_post_send, post_recvs, sr_on_persistent,
-    sr_send_waiting,   sr_waiting_for, nullptr,      nullptr,    sr_tail,
-    sr_close,          false,          true,         0,          0};
+    "SENDRECV",   sr_setup,     sr_isend,   sr_irecv, sr_recv_op_done, sr_recv_op_failed,
+    fail_request, sr_post_send, post_recvs, nullptr,  sr_send_waiting, sr_waiting_for,
+    nullptr,      nullptr,      sr_tail,    sr_close, false,           true};
 
 }  // namespace nf

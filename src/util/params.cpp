@@ -34,7 +34,7 @@ const ParamDef kDefs[kParamCount] = {
      "wire protocol: auto (RDMA where the provider offers RMA with remote CQ data, else "
      "SENDRECV), sendrecv (tagged messages) or rdma (receiver-driven RDMA writes)"},
     {ParamId::kEagerMax, "NCCL_FABRIC_EAGER_MAX", ParamType::kInt, "8192", 0, 65536,
-     "RDMA protocol: largest message sent at once into the receiver's bounce buffers, without "
+     "RDMA protocol: largest message sent at once into the receiver's control buffers, without "
      "waiting for the receiver's clear-to-send; 0 disables eager sends"},
     {ParamId::kMinChunk, "NCCL_FABRIC_MIN_CHUNK", ParamType::kInt, "65536", 128, 1073741824,
      "RDMA protocol: smallest piece a message is split into to spread it over rails"},

@@ -322,4 +322,35 @@ bool decode_probe(const void* in, size_t len, ProbeMsg* out, std::string* why) {
   return true;
 }
 
+bool decode_ctrl_hdr(const void* in, size_t len, CtrlHdr* out, std::string* why) {
+  if (len < kCtrlHdrSize) {
+    *why = "a control message of " + std::to_string(len) + " bytes, shorter than its header";
+    return false;
+  }
+  memcpy(out, in, kCtrlHdrSize);
+  const uint32_t version = out->src >> 28;
+  if (version != kCtrlVersion) {
+    *why = "a control message of wire version " + std::to_string(version) +
+           " (this plugin speaks " + std::to_string(kCtrlVersion) + ")";
+    return false;
+  }
+  const uint8_t kind = ctrl_kind(*out);
+  if (kind == 0 || kind > kCtrlKindMax) {
+    *why = "a control message of unknown kind " + std::to_string(kind);
+    return false;
+  }
+  const bool comm_less = kind == kCtrlProbe;
+  if (comm_less != (ctrl_dst(*out) == 0)) {
+    *why = "a control message of kind " + std::to_string(kind) + " for comm id " +
+           std::to_string(ctrl_dst(*out));
+    return false;
+  }
+  const bool indexed = kind == kCtrlEager || kind == kCtrlNotice;
+  if (!indexed && (out->tag != 0 || out->index != 0)) {
+    *why = "a control message of kind " + std::to_string(kind) + " with tag/index fields set";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace nf

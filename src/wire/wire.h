@@ -7,34 +7,55 @@
 
 namespace nf {
 
-constexpr uint16_t kWireVersion = 4;  // 3: per-tag message indices (RDMA), notices; 4: probes
+constexpr uint16_t kWireVersion = 5;  // 3: per-tag indices, notices; 4: probes; 5: untagged control
 constexpr uint32_t kHandleMagic = 0x4641424eu;   // "NBAF" in memory: nccl-fabric handle
 constexpr uint32_t kConnectMagic = 0x4e4e4f43u;  // "CONN"
 constexpr uint32_t kAckMagic = 0x4b434f41u;      // "AOCK"
 constexpr size_t kHandleSize = 128;              // NCCL_NET_HANDLE_MAXSIZE
 constexpr size_t kMaxAddrLen = 96;               // EFA: 32, IPv6 sockaddr: 28, shm: a name
 
-// Tags. Every comm of a process shares one endpoint per device; the receiving comm's id (1..2^28-1)
-// sits in bits 32..59 of every tag. Data: NCCL's tag in the low 32 bits. Control: bit 60 set, the
-// kind (connect, ack) in the low bits, so a control message never matches a data receive.
-constexpr uint64_t kTagCtrlBit = 1ull << 60;
+// Comm ids: every comm of a process shares one endpoint per device; a comm is its id there.
 constexpr uint32_t kMaxCommId = (1u << 28) - 1;
-constexpr uint64_t kCtrlConnect = 1;
-constexpr uint64_t kCtrlAck = 2;
-constexpr uint64_t kCtrlCts = 3;
-// Liveness probes (ping and pong) between two shared endpoints: comm id 0, which no comm has.
-constexpr uint64_t kCtrlProbe = 4;
-// RDMA protocol eager messages: bit 61, the receiving comm's id, NCCL's tag (docs/protocol.md).
-constexpr uint64_t kTagEagerBit = 1ull << 61;
-constexpr uint64_t kTagLowMask = 0xffffffffull;
-// Bit 62 on an eager message: not data but a notice (NoticeMsg) about message `index` of its tag.
-constexpr uint64_t kTagNoticeBit = 1ull << 62;
-inline uint64_t eager_tag(uint32_t comm_id, int tag) {
-  return kTagEagerBit | (static_cast<uint64_t>(comm_id) << 32) | static_cast<uint32_t>(tag);
+
+// The control path (wire version 5): every message of the plugin's own (handshake, clear-to-send,
+// eager message, notice, probe) is an untagged message (fi_send / fi_recv) that starts with this
+// 16-byte header, received into the endpoint's pool of receive buffers and routed by the plugin to
+// the comm it names: the endpoint needs no tag matching for it (libfabric's efa-direct has none).
+enum CtrlKind : uint8_t {
+  kCtrlConnect = 1,  // ConnectMsg, connector -> listen comm
+  kCtrlAck = 2,      // AckMsg, listener -> connecting comm
+  kCtrlCts = 3,      // clear-to-send, receiver -> sender (RDMA)
+  kCtrlProbe = 4,    // liveness probe, endpoint -> endpoint (comm id 0)
+  kCtrlEager = 5,    // eager message: NCCL's payload, sender -> receiver (RDMA)
+  kCtrlNotice = 6,   // NoticeMsg about a message, sender -> receiver (RDMA)
+};
+constexpr uint8_t kCtrlKindMax = kCtrlNotice;
+struct CtrlHdr {
+  uint32_t dst;    // bits 0..27: the receiving comm's id (0: the endpoint, probes); 28..31: kind
+  uint32_t src;    // bits 0..27: the sending comm's id (0: none); 28..31: wire version (5)
+  int32_t tag;     // eager, notice: NCCL's tag; otherwise 0
+  uint32_t index;  // eager, notice: the message's per-tag index; otherwise 0
+};
+static_assert(sizeof(CtrlHdr) == 16, "wire layout");
+constexpr size_t kCtrlHdrSize = sizeof(CtrlHdr);
+constexpr uint32_t kCtrlVersion = kWireVersion & 0xf;
+inline CtrlHdr ctrl_hdr(uint8_t kind, uint32_t dst, uint32_t src, int32_t tag = 0,
+                        uint32_t index = 0) {
+  CtrlHdr h;
+  h.dst = (dst & kMaxCommId) | (static_cast<uint32_t>(kind) << 28);
+  h.src = (src & kMaxCommId) | (kCtrlVersion << 28);
+  h.tag = tag;
+  h.index = index;
+  return h;
 }
-inline uint64_t ctrl_tag(uint32_t comm_id, uint64_t kind) {
-  return kTagCtrlBit | (static_cast<uint64_t>(comm_id) << 32) | kind;
-}
+inline uint8_t ctrl_kind(const CtrlHdr& h) { return static_cast<uint8_t>(h.dst >> 28); }
+inline uint32_t ctrl_dst(const CtrlHdr& h) { return h.dst & kMaxCommId; }
+inline uint32_t ctrl_src(const CtrlHdr& h) { return h.src & kMaxCommId; }
+// Checks the header of a received control message of `len` bytes (payload after it): long
+// enough, our version, a known kind, the fields a kind does not use 0. False with *why.
+bool decode_ctrl_hdr(const void* in, size_t len, CtrlHdr* out, std::string* why);
+
+// Tags: only SENDRECV data is tagged (the receiving comm's id in bits 32..59, NCCL's tag below).
 inline uint64_t data_tag(uint32_t comm_id, int tag) {
   return (static_cast<uint64_t>(comm_id) << 32) | static_cast<uint32_t>(tag);
 }
@@ -46,7 +67,7 @@ struct WireHandle {
   uint16_t addr_len;
   uint64_t token;          // random; accept refuses a connect that does not carry it
   uint32_t provider_hash;  // so a sender on another provider hears why it cannot connect
-  uint32_t listen_id;      // the listen comm's id: connect and data go to tags carrying it
+  uint32_t listen_id;      // the listen comm's id: the connect and all data go to it
   uint8_t addr[kMaxAddrLen];
   uint32_t reserved;
   uint32_t checksum;  // FNV-1a over every byte before it
@@ -89,14 +110,14 @@ static_assert(sizeof(ProtoInfo) == 320, "wire layout");
 static_assert(offsetof(ProtoInfo, rail_addr) == 16, "wire layout");
 static_assert(offsetof(ProtoInfo, checksum) == 316, "wire layout");
 
-// Sender to listener, tag kTagConnect: who I am, and proof that I was given the handle.
+// Sender to listener (control kind kCtrlConnect): who I am, and proof that I was given the handle.
 struct ConnectMsg {
   uint32_t magic;
   uint16_t version;
   uint16_t addr_len;
   uint64_t token;
   uint32_t provider_hash;
-  uint32_t sender_id;  // the sending comm's id: the ack goes to tags carrying it
+  uint32_t sender_id;  // the sending comm's id: the ack and the CTSs go to it
   uint64_t nonce;      // echoed in the ack: ties it to this connect
   uint8_t addr[kMaxAddrLen];
   uint32_t reserved;
@@ -120,8 +141,8 @@ enum class AckStatus : uint16_t {
 };
 const char* ack_status_text(AckStatus s);
 
-// Listener to sender, tag kTagAck. Its first 8 bytes keep this layout in every version, so a
-// peer of another version can still read why it was refused.
+// Listener to sender (control kind kCtrlAck). Its first 8 bytes keep this layout in every version,
+// so a peer of another version can still read why it was refused.
 struct AckMsg {
   uint32_t magic;
   uint16_t version;
@@ -228,7 +249,7 @@ size_t encode_cts(const CtsMsg& m, void* out);
 bool decode_cts(const void* in, size_t len, CtsMsg* out, std::string* why);
 
 // A notice from sender to receiver, sent as an eager message (tag bit kTagNoticeBit, CQ data = the
-// message's per-tag index) into the receiver's bounce buffers:
+// message's per-tag index) into the receiver's control buffers:
 // - kNoticeRts: the message is larger than an eager message and no clear-to-send has come for it:
 //   send one even if the buffer is small (a receive of small buffers sends none by itself);
 // - kNoticeTooLarge: the message is larger than the buffer the clear-to-send named; the receive
@@ -241,8 +262,6 @@ struct NoticeMsg {
   uint64_t size;  // the message's length
 };
 static_assert(sizeof(NoticeMsg) == 16, "wire layout");
-// Bounce buffers take at least a notice, also where eager messages are off (eager_max 0).
-constexpr size_t kMinBounce = 64;
 
 // The remote CQ data of each RDMA write: 4 bytes (EFA's limit). Where the provider offers 8 bytes
 // of CQ data, the upper 4 carry the write's length, because fi_cq promises a length only for
@@ -269,9 +288,9 @@ inline Imm imm_decode(uint64_t data) {
   return i;
 }
 
-// A liveness probe (tag ctrl_tag(0, kCtrlProbe)), between shared endpoints rather than comms: a
-// ping names the prober's address, so that the peer can answer (a pong) without a comm; the
-// token and sequence number come back in the pong (docs/protocol.md, "Peer failure").
+// A liveness probe (control kind kCtrlProbe to comm id 0), between shared endpoints rather than
+// comms: a ping names the prober's address, so that the peer can answer (a pong) without a comm;
+// the token and sequence number come back in the pong (docs/protocol.md, "Peer failure").
 constexpr uint32_t kProbeMagic = 0x42525050u;  // "PPRB"
 enum ProbeKind : uint8_t { kProbePing = 1, kProbePong = 2 };
 struct ProbeMsg {

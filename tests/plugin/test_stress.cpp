@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <rdma/fabric.h>
+
 #include "nccl_driver.h"
 
 using namespace nft;
@@ -215,6 +217,44 @@ TEST_CASE("stress: the mock EFA provider with EAGAIN, delayed, reordered and spl
     }
   }
 }
+
+#if FI_MAJOR_VERSION >= 2
+// Built against libfabric 2.x, the mock lists an efa-direct fabric (no tagged messages, sends of at
+// most one MTU, no ordering, free reordering): under auto the plugin takes it, and every message
+// of its own travels on the untagged control path. Each fabric forced, and a NIC without
+// unsolicited write receive (each write with immediate data consumes a posted receive).
+TEST_CASE("stress: the mock's efa-direct fabric, with faults and reordering", "[stress][mock]") {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  const std::vector<Env> faults = {
+      {},
+      {{"NCCL_FABRIC_EFA_FABRIC", "efa-direct"}, {"MOCKEFA_NO_UNSOLICITED_WRITE_RECV", "1"}},
+      {{"MOCKEFA_EAGAIN_EVERY", "3"}, {"MOCKEFA_CQ_DELAY", "3"}, {"MOCKEFA_CQ_REORDER", "1"}},
+      {{"MOCKEFA_WIRE_DELAY", "2"},
+       {"MOCKEFA_WIRE_REORDER", "1"},
+       {"MOCKEFA_LAND_CHUNK", "65536"},
+       {"MOCKEFA_NO_UNSOLICITED_WRITE_RECV", "1"}},
+      {{"NCCL_FABRIC_EFA_FABRIC", "efa"}, {"MOCKEFA_CQ_REORDER", "1"}},
+  };
+  const int seeds = stress_seeds(1);
+  for (const char* proto : {"rdma", "auto"}) {
+    for (size_t f = 0; f < faults.size(); ++f) {
+      for (int k = 0; k < seeds; ++k) {
+        DriverConfig c;
+        c.seed = stress_seed(static_cast<uint64_t>(500 + k + static_cast<int>(f)));
+        c.messages = 24;
+        CHECK(run_mock(proto, c, faults[f]));
+        DriverConfig v =
+            variation(stress_seed(static_cast<uint64_t>(600 + k + static_cast<int>(f))));
+        v.comms_10 = 1 + v.comms_10 % 3;
+        v.comms_01 = 1 + v.comms_01 % 3;
+        Env env = faults[f];
+        env.push_back({"MOCKEFA_SEED", std::to_string(v.seed)});
+        CHECK(run_mock(proto, v, env));
+      }
+    }
+  }
+}
+#endif
 
 TEST_CASE("stress: a second thread registers and deregisters while data flows",
           "[stress][threads]") {

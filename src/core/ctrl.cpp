@@ -1,0 +1,329 @@
+// The control path: the endpoint's pool of untagged receives, routing each control message to its
+// comm by id, and sending one (see core/ctrl.h).
+#include "core/ctrl.h"
+
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "core/liveness.h"
+#include "fabric/errors.h"
+#include "util/log.h"
+
+namespace nf {
+namespace {
+
+// Rail 0: buffers kept posted, and at most in all. A comm may keep buffers (eager messages that
+// wait for their receive); each one kept is replaced from the idle ones or a new chunk, so the
+// other comms always find posted buffers, until the bound.
+constexpr size_t kRxTarget = 128;
+constexpr size_t kRxMax = 4096;
+constexpr size_t kRxChunk = 32;
+// Rails 1.. under FI_RX_CQ_DATA: receives that writes with immediate data consume.
+constexpr size_t kWriteRxTarget = 64;
+constexpr size_t kWriteRxSize = 64;
+// Messages a comm keeps before it is ready for them (handshake not done): a peer that sends more
+// is not following the protocol.
+constexpr size_t kMaxStash = 256;
+
+Status grow(SharedEp& sep, int rail) {
+  CtrlPool& p = *sep.pools[rail];
+  // The first chunk holds what is kept posted (one registration); later ones kRxChunk each.
+  size_t n = p.chunks.empty() ? p.target : kRxChunk;
+  if (p.all.size() + n > p.max_total) n = p.max_total - p.all.size();
+  if (n == 0) return Status::kInternalError;
+  std::unique_ptr<CtrlPool::Chunk> ch(new CtrlPool::Chunk());
+  const size_t bytes = n * p.buf_size;
+  ch->mem.reset(new uint8_t[bytes]());
+  Endpoint* ep = sep.rail(rail);
+  NF_CHECK(register_memory(ep->domain(), ep->ep(), ch->mem.get(), bytes, &ch->reg));
+  for (size_t i = 0; i < n; ++i) {
+    std::unique_ptr<CtrlRx> rx(new CtrlRx());
+    rx->op.req = nullptr;
+    rx->op.index =
+        kCtrlRxBit | static_cast<uint32_t>(rail << 24) | static_cast<uint32_t>(p.all.size());
+    rx->buf = ch->mem.get() + i * p.buf_size;
+    rx->cap = p.buf_size;
+    rx->desc = ch->reg.desc;
+    rx->rail = rail;
+    p.idle.push_back(rx.get());
+    p.all.push_back(std::move(rx));
+  }
+  if (!p.chunks.empty()) ++p.grown;
+  p.chunks.push_back(std::move(ch));
+  return Status::kOk;
+}
+
+// Posts rx; false when the provider refused (it stays idle, tried again later).
+bool post(SharedEp& sep, CtrlRx* rx) {
+  // A receive that fails leaves its header readable only if the failed message wrote it.
+  memset(rx->buf, 0, kCtrlHdrSize);
+  ssize_t rc =
+      fi_recv(sep.rail(rx->rail)->ep(), rx->buf, rx->cap, rx->desc, FI_ADDR_UNSPEC, &rx->op);
+  if (rc != 0) {
+    if (rc != -FI_EAGAIN && sep.pools[rx->rail]->dropped++ == 0)
+      NF_WARN("posting a control receive on %s failed: %s",
+              sep.rail(rx->rail)->domain().name().c_str(), fi_strerror(static_cast<int>(-rc)));
+    return false;
+  }
+  rx->posted = true;
+  ++sep.pools[rx->rail]->posted;
+  return true;
+}
+
+int rail_of(const CtrlRx* rx) { return rx->rail; }
+
+void drop(SharedEp& sep, const char* fmt_why, uint32_t id, uint8_t kind) {
+  CtrlPool& p = *sep.pools[0];
+  if (p.dropped++ < 8)
+    NF_INFO(kSubsysNet, "a control message (kind %u) for comm %u dropped: %s", kind, id, fmt_why);
+}
+
+// Copies a handshake message into the comm's handshake buffer and completes its receive.
+void fill_handshake(Comm& c, const CtrlRx* rx) {
+  Request* r = c.ctrl_recv;
+  uint8_t* dst = c.ctrl_expect == kCtrlConnect ? reinterpret_cast<uint8_t*>(&c.ctrl->connect)
+                                               : reinterpret_cast<uint8_t*>(&c.ctrl->ack);
+  const size_t cap = c.ctrl_expect == kCtrlConnect
+                         ? sizeof(ConnectMsg) + sizeof(c.ctrl->connect_slack)
+                         : sizeof(AckMsg) + sizeof(c.ctrl->ack_slack);
+  const size_t n = rx->plen() < cap ? rx->plen() : cap;
+  memcpy(dst, rx->payload(), n);
+  r->ctrl.size = rx->plen();  // a longer message is refused for its length
+  r->state = ReqState::kDone;
+  c.ctrl_expect = 0;
+}
+
+// Routes one message to comm c. Returns whether c keeps the buffer.
+bool route(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
+  const uint8_t kind = ctrl_kind(h);
+  SharedEp& sep = *c.sep;
+  if (c.closing) {
+    drop(sep, "its comm is closing", c.id, kind);
+    return false;
+  }
+  // Every message but a ConnectMsg comes from the peer comm this one knows.
+  if (kind != kCtrlConnect && c.peer_id != 0 && ctrl_src(h) != c.peer_id) {
+    drop(sep, "it comes from another comm than this one's peer", c.id, kind);
+    return false;
+  }
+  ++c.events;
+  if (kind == kCtrlConnect || kind == kCtrlAck) {
+    const bool right_role = (kind == kCtrlConnect) == (c.role == CommRole::kListen);
+    if (!right_role) {
+      drop(sep, "a handshake message for a comm of the other side", c.id, kind);
+      return false;
+    }
+    if (c.ctrl_expect == kind && c.ctrl_recv != nullptr && c.ctrl) {
+      fill_handshake(c, rx);
+      return false;
+    }
+    if (c.established || c.accepted) {
+      drop(sep, "a handshake message after the handshake", c.id, kind);
+      return false;
+    }
+  } else if (c.established && c.protocol->on_ctrl != nullptr) {
+    return c.protocol->on_ctrl(c, h, rx);
+  } else if (c.established || c.accepted) {
+    drop(sep, "a message its protocol does not take", c.id, kind);
+    return false;
+  }
+  // Not ready for it yet: the handshake's receive is not posted, or the protocol not set up (a
+  // clear-to-send or eager message may overtake the handshake's reply).
+  if (c.stash.size() >= kMaxStash) {
+    drop(sep, "too many messages before the handshake finished", c.id, kind);
+    return false;
+  }
+  rx->held = true;
+  c.stash.push_back(rx);
+  return true;
+}
+
+// A control message was lost: its receive failed. The comm it was for fails (a clear-to-send or
+// eager message that never comes leaves its transfer waiting forever); when the header did not
+// arrive, every connection on the endpoint that takes control messages fails, as one whose
+// message may be lost. A handshake in progress ends at its timeout.
+void lost(SharedEp& sep, CtrlRx* rx, const CqError& err) {
+  const std::string why = "a control message was lost (its receive failed: " + err.text + ")";
+  CtrlHdr h;
+  std::string bad;
+  if (rail_of(rx) == 0 && decode_ctrl_hdr(rx->buf, kCtrlHdrSize, &h, &bad) &&
+      ctrl_kind(h) != kCtrlProbe) {
+    const uint32_t id = ctrl_dst(h);
+    Comm* c = id < sep.by_id.size() ? sep.by_id[id] : nullptr;
+    if (c != nullptr && c->established) comm_fail(*c, Status::kRemoteError, why.c_str());
+    return;
+  }
+  if (rail_of(rx) != 0) {
+    // A write's receive (FI_RX_CQ_DATA): the write's own error names its receive.
+    if (sep.pools[rx->rail]->dropped++ == 0)
+      NF_WARN("a receive for writes failed on %s: %s", sep.rail(rx->rail)->domain().name().c_str(),
+              err.text.c_str());
+    return;
+  }
+  NF_WARN(
+      "%s on %s, for a comm it does not name: every connection on the endpoint that takes "
+      "control messages fails",
+      why.c_str(), sep.ep->domain().name().c_str());
+  for (Comm* c : sep.comms)
+    if (c->established && c->protocol->on_ctrl != nullptr)
+      comm_fail(*c, Status::kRemoteError, why.c_str());
+}
+
+}  // namespace
+
+Status ctrl_open(SharedEp& sep, size_t max_payload) {
+  Endpoint* ep0 = sep.ep.get();
+  const size_t limit = sep.msg_limit;
+  size_t size = kCtrlHdrSize + max_payload;
+  if (limit != 0 && size > limit) size = limit;
+  size = (size + 63) & ~static_cast<size_t>(63);
+  if (limit != 0 && size > limit) size = limit;
+  for (int rail = 0; rail < sep.nrails; ++rail) {
+    if (rail > 0 && !sep.rx_cq_data) break;
+    sep.pools[rail].reset(new CtrlPool());
+    CtrlPool& p = *sep.pools[rail];
+    p.buf_size = rail == 0 ? size : kWriteRxSize;
+    p.target = rail == 0 ? kRxTarget : kWriteRxTarget;
+    const size_t rx = sep.rail(rail)->domain().info()->rx_attr->size;
+    if (rx > 0 && p.target > rx / 2) p.target = rx / 2 > 8 ? rx / 2 : 8;
+    p.max_total = rail == 0 ? kRxMax : p.target;
+    if (p.max_total < p.target) p.max_total = p.target;
+  }
+  ctrl_fill(sep);
+  if (sep.pools[0]->posted == 0) {
+    NF_WARN("no control receive could be posted on %s", ep0->domain().name().c_str());
+    return Status::kSystemError;
+  }
+  return Status::kOk;
+}
+
+size_t ctrl_max_payload(const SharedEp& sep) {
+  return sep.pools[0] ? sep.pools[0]->buf_size - kCtrlHdrSize : 0;
+}
+
+void ctrl_fill(SharedEp& sep) {
+  for (int rail = 0; rail < kMaxRails; ++rail) {
+    if (!sep.pools[rail]) continue;
+    CtrlPool& p = *sep.pools[rail];
+    while (p.posted < p.target) {
+      if (p.idle.empty()) {
+        if (p.all.size() >= p.max_total) {
+          if (!p.full_said) {
+            p.full_said = true;
+            NF_WARN(
+                "%zu control buffers on %s are held by messages waiting for their receives; "
+                "no more are added (senders wait until receives are posted)",
+                p.all.size(), sep.rail(rail)->domain().name().c_str());
+          }
+          break;
+        }
+        if (!ok(grow(sep, rail))) break;
+      }
+      CtrlRx* rx = p.idle.back();
+      if (!post(sep, rx)) break;
+      p.idle.pop_back();
+    }
+  }
+}
+
+void ctrl_teardown(SharedEp& sep) {
+  for (auto& p : sep.pools) {
+    if (!p) continue;
+    for (auto& ch : p->chunks) deregister_memory(&ch->reg);
+    p.reset();
+  }
+}
+
+void ctrl_release(SharedEp& sep, CtrlRx* rx) {
+  rx->held = false;
+  CtrlPool& p = *sep.pools[rx->rail];
+  if (p.posted < p.target && post(sep, rx)) return;
+  p.idle.push_back(rx);
+}
+
+void ctrl_rx_done(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const CqError* err) {
+  const int rail = static_cast<int>((op->index >> 24) & 0x3f);
+  CtrlPool& p = *sep.pools[rail];
+  CtrlRx* rx = p.all[op->index & 0xffffffu].get();
+  rx->posted = false;
+  --p.posted;
+  if (err != nullptr) {
+    if (err->err != FI_ECANCELED) lost(sep, rx, *err);
+    ctrl_release(sep, rx);
+    return;
+  }
+  if (e->flags & FI_REMOTE_WRITE) {
+    // A write with immediate data consumed it (FI_RX_CQ_DATA): the caller credited the write.
+    ctrl_release(sep, rx);
+    return;
+  }
+  rx->len = e->len;
+  ++p.received;
+  CtrlHdr h;
+  std::string why;
+  if (!decode_ctrl_hdr(rx->buf, rx->len, &h, &why)) {
+    if (sep.ctrl_bad++ == 0) NF_WARN("ignored a malformed control message: %s", why.c_str());
+    ctrl_release(sep, rx);
+    return;
+  }
+  if (ctrl_kind(h) == kCtrlProbe) {
+    live_on_probe(sep, rx->payload(), rx->plen());
+    ctrl_release(sep, rx);
+    return;
+  }
+  const uint32_t id = ctrl_dst(h);
+  Comm* c = id < sep.by_id.size() ? sep.by_id[id] : nullptr;
+  if (c == nullptr) {
+    drop(sep, "no such comm (closed, or never opened here)", id, ctrl_kind(h));
+    ctrl_release(sep, rx);
+    return;
+  }
+  if (!route(*c, h, rx)) ctrl_release(sep, rx);
+}
+
+void ctrl_replay(Comm& c) {
+  if (c.stash.empty()) return;
+  std::vector<CtrlRx*> todo;
+  todo.swap(c.stash);
+  SharedEp& sep = *c.sep;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    CtrlRx* rx = todo[i];
+    CtrlHdr h;
+    memcpy(&h, rx->buf, sizeof(h));
+    rx->held = false;
+    if (!route(c, h, rx)) ctrl_release(sep, rx);
+  }
+}
+
+void ctrl_drop_comm(Comm& c) {
+  SharedEp& sep = *c.sep;
+  for (CtrlRx* rx : c.stash) ctrl_release(sep, rx);
+  c.stash.clear();
+  if (c.id < sep.by_id.size() && sep.by_id[c.id] == &c) sep.by_id[c.id] = nullptr;
+}
+
+Status ctrl_send(Comm& c, CtrlHdr* hdr, size_t len, void* desc, Request* r, int op, bool may_inject,
+                 bool* posted, bool* injected) {
+  *posted = false;
+  *injected = false;
+  const size_t total = kCtrlHdrSize + len;
+  ssize_t rc;
+  if (may_inject && c.use_inject && total <= c.inject_size) {
+    rc = fi_inject(c.ep->ep(), hdr, total, c.peer);
+    if (rc == 0) *injected = true;
+  } else {
+    rc = fi_send(c.ep->ep(), hdr, total, desc, c.peer, &r->ops[op]);
+  }
+  if (rc == -FI_EAGAIN) {
+    c.st.eagain.add();
+    return Status::kOk;
+  }
+  if (rc != 0)
+    return fi_fail(may_inject ? "fi_send/fi_inject(control)" : "fi_send(control)",
+                   static_cast<int>(rc), c.peer_name.c_str());
+  *posted = true;
+  return Status::kOk;
+}
+
+}  // namespace nf
