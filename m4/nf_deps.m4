@@ -45,7 +45,8 @@ AC_DEFUN([NF_CHECK_LIBFABRIC], [
   # rest itself, with the values and layouts the newer ABI fixes).
   AC_CHECK_DECLS([FI_OPT_CUDA_API_PERMITTED, FI_MR_DMABUF, FI_OPT_EFA_EMULATED_WRITE,
                   FI_OPT_EFA_USE_DEVICE_RDMA, FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES,
-                  FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES, FI_AV_MAP], [], [],
+                  FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES, FI_AV_MAP,
+                  FI_OPT_MAX_MSG_SIZE, FI_OPT_MAX_RMA_SIZE], [], [],
     [[#include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>

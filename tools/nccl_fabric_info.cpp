@@ -257,12 +257,21 @@ void collect_nics(const nf::Params& p, bool cuda, Report* r) {
   std::string api_error;
   if (!nf::ok(nf::parse_api_version(p.get_str(nf::ParamId::kApiVersion), &api_cap, &api_error)))
     api_cap = 0;  // reported with the other bad parameters
+  // The fabric the plugin would take, as it would choose it (a bad value is reported with the
+  // other bad parameters, and auto stands in here).
+  nf::EfaFabric efa_fabric = nf::EfaFabric::kAuto;
+  std::string fabric_error;
+  if (!nf::parse_efa_fabric(p.get_str(nf::ParamId::kEfaFabric), &efa_fabric, &fabric_error))
+    efa_fabric = nf::EfaFabric::kAuto;
+  r->efa_fabric = nf::efa_fabric_str(efa_fabric);
+  const bool need_tagged = p.get_str(nf::ParamId::kProtocol) == "sendrecv";
   const nf::Status s =
       nf::discover_nics(p.get_str(nf::ParamId::kProvider), p.get_str(nf::ParamId::kDomain), cuda,
-                        &nics, &report, api_cap);
+                        &nics, &report, api_cap, efa_fabric, need_tagged);
   r->providers_tried = report;
   if (!nf::ok(s)) return;
   r->provider = nics.front().provider;
+  r->fabric = nics.front().fabric;
   const uint32_t api = nics.front().api_version;
   r->api_version = nf::api_version_str(api);
   r->api_below_library_118 = api < FI_VERSION(1, 18) && fi_version() >= FI_VERSION(1, 18);
@@ -289,6 +298,10 @@ void collect_nics(const nf::Params& p, bool cuda, Report* r) {
     ni.speed_source = n.speed_source;
     ni.rma = n.rma;
     ni.hmem = n.hmem;
+    ni.fabric = n.fabric;
+    ni.fabric_why = n.fabric_why;
+    ni.tagged = n.tagged;
+    ni.rx_cq_data = n.rx_cq_data;
     if (!n.pci_path.empty()) {
       const std::string numa = read_line(n.pci_path + "/numa_node");
       ni.numa = numa.empty() ? -1 : atoi(numa.c_str());

@@ -188,13 +188,28 @@ Status discover_locked(Devices& d, const Params& p) {
     NF_WARN("bad parameter: %s", api_error.c_str());
     return Status::kInvalidUsage;
   }
-  Status s =
-      discover_nics(wanted, p.get_str(ParamId::kDomain), want_hmem, &d.nics, &report, api_cap);
+  EfaFabric efa_fabric = EfaFabric::kAuto;
+  std::string fabric_error;
+  if (!parse_efa_fabric(p.get_str(ParamId::kEfaFabric), &efa_fabric, &fabric_error)) {
+    NF_WARN("bad parameter: %s", fabric_error.c_str());
+    return Status::kInvalidUsage;
+  }
+  // Only tagged messages carry SENDRECV: a fabric without them (efa-direct) is no use to it.
+  const bool need_tagged = p.get_str(ParamId::kProtocol) == "sendrecv";
+  Status s = discover_nics(wanted, p.get_str(ParamId::kDomain), want_hmem, &d.nics, &report,
+                           api_cap, efa_fabric, need_tagged);
   if (!ok(s)) {
-    NF_WARN(
-        "no usable libfabric device: tried %s. The plugin needs an RDM endpoint with tagged "
-        "messages; check fi_info -t FI_EP_RDM and NCCL_FABRIC_PROVIDER%s",
-        report.c_str(), wanted.empty() ? "" : " (set here)");
+    if (efa_fabric == EfaFabric::kDirect)
+      NF_WARN(
+          "no usable libfabric device: tried %s. NCCL_FABRIC_EFA_FABRIC=efa-direct needs "
+          "libfabric >= 2.1 and a NIC with device RDMA read and write (check fi_info --fabric "
+          "efa-direct); auto falls back to the efa fabric",
+          report.c_str());
+    else
+      NF_WARN(
+          "no usable libfabric device: tried %s. The plugin needs an RDM endpoint with tagged "
+          "messages; check fi_info -t FI_EP_RDM and NCCL_FABRIC_PROVIDER%s",
+          report.c_str(), wanted.empty() ? "" : " (set here)");
     return Status::kSystemError;
   }
   d.provider = d.nics.front().provider;
@@ -261,11 +276,13 @@ Status discover_locked(Devices& d, const Params& p) {
     const Nic& n = d.nics[i];
     NF_INFO(kSubsysInit | kSubsysNet,
             "NIC %zu: %s pci=%s speed=%d Mb/s (%s) mr_mode=0x%llx "
-            "inject=%zu rma=%s",
+            "inject=%zu rma=%s fabric=%s%s%s%s",
             i, n.domain.c_str(), n.pci_path.empty() ? "none" : n.pci_path.c_str(), n.speed_mbps,
             n.speed_source.c_str(), static_cast<unsigned long long>(n.info->domain_attr->mr_mode),
             n.info->tx_attr->inject_size,
-            n.rma ? "yes" : "no (no FI_RMA or remote CQ data under 4 bytes)");
+            n.rma ? "yes" : "no (no FI_RMA or remote CQ data under 4 bytes)",
+            n.fabric.empty() ? "?" : n.fabric.c_str(), n.fabric_why.empty() ? "" : " (",
+            n.fabric_why.c_str(), n.fabric_why.empty() ? "" : ")");
   }
   for (size_t i = 0; i < d.groups.size(); ++i)
     NF_INFO(kSubsysInit | kSubsysNet,

@@ -1,10 +1,10 @@
+// RAII over the libfabric objects of one NIC: domain, memory registration, endpoint. Which NICs
+// there are, and of which provider and fabric, is discover.cpp's business.
 #include "fabric/fabric.h"
 
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 
 #include <rdma/fi_errno.h>
 
@@ -13,295 +13,14 @@
 #include "util/log.h"
 
 namespace nf {
-namespace {
-
-uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string real_path(const std::string& p) {
-  char buf[PATH_MAX];
-  if (realpath(p.c_str(), buf) == nullptr) return "";
-  return buf;
-}
-
-// "0000:00:03.0": a PCI function's name in sysfs.
-bool is_pci_function(const std::string& name) {
-  unsigned d, b, s, f;
-  char tail;
-  return name.size() == 12 && sscanf(name.c_str(), "%4x:%2x:%2x.%1x%c", &d, &b, &s, &f, &tail) == 4;
-}
-
-// NCCL measures GPU-NIC distance from the PCI function's path; a virtio or auxiliary device
-// below it (".../0000:00:03.0/virtio2") is cut back to it.
-std::string pci_function_path(std::string p) {
-  while (!p.empty()) {
-    const size_t slash = p.rfind('/');
-    if (slash == std::string::npos) return "";
-    if (is_pci_function(p.substr(slash + 1))) return p;
-    p.resize(slash);
-  }
-  return "";
-}
-
-// The NIC's PCI function in sysfs: from the provider's bus attributes where it gives them, else
-// from the domain name (network interfaces, RDMA devices).
-std::string find_pci_path(const fi_info* info) {
-  if (info->nic != nullptr && info->nic->bus_attr != nullptr &&
-      info->nic->bus_attr->bus_type == FI_BUS_PCI) {
-    const fi_pci_attr& pci = info->nic->bus_attr->attr.pci;
-    char p[128];
-    snprintf(p, sizeof(p), "/sys/bus/pci/devices/%04x:%02x:%02x.%x", pci.domain_id, pci.bus_id,
-             pci.device_id, pci.function_id);
-    std::string r = pci_function_path(real_path(p));
-    if (!r.empty()) return r;
-  }
-  const char* dn = info->domain_attr != nullptr ? info->domain_attr->name : nullptr;
-  if (dn == nullptr) return "";
-  std::string name = dn;
-  std::string r = pci_function_path(real_path("/sys/class/net/" + name + "/device"));
-  if (!r.empty()) return r;
-  for (const char* suffix : {"-rdm", "-dgrm"}) {
-    size_t n = strlen(suffix);
-    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) {
-      r = pci_function_path(
-          real_path("/sys/class/infiniband/" + name.substr(0, name.size() - n) + "/device"));
-      if (!r.empty()) return r;
-    }
-  }
-  return "";
-}
-
-// The link speed the provider reports (fi_nic link_attr, bits/s), else the one the OS reports
-// (/sys/class/net/<domain>/speed, Mb/s), else 0. Loopback, shm and many virtual NICs report none
-// (no fi_nic; -1 or EINVAL in sysfs). *source says which one answered.
-int find_speed_mbps(const fi_info* info, std::string* source) {
-  source->clear();
-  if (info->nic != nullptr && info->nic->link_attr != nullptr) {
-    const uint64_t mbps = info->nic->link_attr->speed / 1000000ull;
-    if (mbps >= 1 && mbps <= static_cast<uint64_t>(kMaxSpeedMbps)) {
-      *source = "provider link attribute";
-      return static_cast<int>(mbps);
-    }
-  }
-  if (info->domain_attr == nullptr || info->domain_attr->name == nullptr) return 0;
-  std::string p = std::string("/sys/class/net/") + info->domain_attr->name + "/speed";
-  FILE* f = fopen(p.c_str(), "r");
-  if (f == nullptr) return 0;
-  int v = 0;
-  if (fscanf(f, "%d", &v) != 1 || v < 1 || v > kMaxSpeedMbps) v = 0;
-  fclose(f);
-  if (v > 0) *source = "sysfs " + p;
-  return v;
-}
-
-bool is_loopback_domain(const fi_info* info) {
-  const char* dn = info->domain_attr->name;
-  if (dn != nullptr && strcmp(dn, "lo") == 0) return true;
-  if (info->src_addr != nullptr && info->addr_format == FI_SOCKADDR_IN && info->src_addrlen >= 8) {
-    const uint8_t* a = static_cast<const uint8_t*>(info->src_addr);
-    return a[4] == 127;  // sin_addr's first byte
-  }
-  return false;
-}
-
-std::set<std::string> split_list(const std::string& s) {
-  std::set<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t comma = s.find(',', pos);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > pos) out.insert(s.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  return out;
-}
-
-InfoPtr make_hints(const std::string& provider, bool rma, bool hmem) {
-  InfoPtr hints(fi_allocinfo());
-  if (!hints) return hints;
-  // RMA writes with remote CQ data carry the RDMA protocol; tagged messages alone carry SENDRECV.
-  // Untagged messages (FI_MSG) carry the control path (handshake, CTS, eager, probes).
-  hints->caps = FI_MSG | (rma ? (FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE) : FI_TAGGED);
-  // GPU memory: FI_HMEM, and reads of our own GPU buffers (the GPUDirect flush).
-  if (hmem) hints->caps |= FI_HMEM | FI_READ | FI_REMOTE_READ;
-  // We hand the provider an fi_context2 with every operation, so it may ask for either.
-  hints->mode = FI_CONTEXT | FI_CONTEXT2;
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->domain_attr->threading = FI_THREAD_SAFE;
-  // Every mode we can honour; the provider keeps what it needs and we obey what it returns.
-  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                                FI_MR_ENDPOINT | (hmem ? FI_MR_HMEM : 0);
-  // Sends with the same tag must match receives in posting order: NCCL's FIFO rule.
-  hints->tx_attr->msg_order = FI_ORDER_SAS;
-  hints->rx_attr->msg_order = FI_ORDER_SAS;
-  hints->fabric_attr->prov_name = strdup(provider.c_str());
-  return hints;
-}
-
-}  // namespace
-
-uint32_t fabric_api_version() {
-  const uint32_t lib = fi_version();
-  return lib < kFiBuiltVersion ? lib : kFiBuiltVersion;
-}
-
-std::string api_version_str(uint32_t v) {
-  return std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
-}
-
-Status parse_api_version(const std::string& text, uint32_t* out, std::string* error) {
-  *out = 0;
-  if (text.empty() || text == "auto") return Status::kOk;
-  unsigned major = 0, minor = 0;
-  char tail = 0;
-  if (sscanf(text.c_str(), "%u.%u%c", &major, &minor, &tail) != 2 || major > 255 || minor > 255) {
-    *error = "NCCL_FABRIC_API_VERSION='" + text + "': expected auto or MAJOR.MINOR (e.g. 1.18)";
-    return Status::kInvalidUsage;
-  }
-  const uint32_t v = FI_VERSION(major, minor);
-  if (v < kFiApi117) {
-    *error = "NCCL_FABRIC_API_VERSION=" + text + ": below 1.17, the oldest API the plugin uses";
-    return Status::kInvalidUsage;
-  }
-  *out = v;
-  return Status::kOk;
-}
-
-std::vector<uint32_t> api_version_ladder(uint32_t cap) {
-  uint32_t top = fabric_api_version();
-  if (cap != 0 && cap < top) top = cap;
-  std::vector<uint32_t> out;
-  uint32_t v = top;
-  while (v >= kFiApi117) {
-    out.push_back(v);
-    if (FI_MINOR(v) > 0)
-      v = FI_VERSION(FI_MAJOR(v), FI_MINOR(v) - 1);
-    else if (FI_MAJOR(v) == 2)
-      v = kFiApi122;  // 1.22 was the last 1.x
-    else
-      break;
-  }
-  if (out.empty()) out.push_back(kFiApi117);
-  return out;
-}
-
-int default_speed_mbps(const std::string& provider) {
-  // The core provider names the hardware; a utility provider layered on it (";ofi_rxm") does not.
-  const std::string core = provider.substr(0, provider.find(';'));
-  if (core == "efa" || core.rfind("efa-", 0) == 0 || core.rfind("efa_", 0) == 0) return 100000;
-  if (core == "verbs") return 100000;
-  if (core == "shm" || core == "sm2") return 100000;
-  return 10000;
-}
-
-const std::vector<std::string>& default_provider_order() {
-  static const std::vector<std::string> order = {"efa", "verbs;ofi_rxm", "tcp;ofi_rxm", "tcp"};
-  return order;
-}
-
-Status discover_nics(const std::string& wanted, const std::string& domain_filter, bool want_hmem,
-                     std::vector<Nic>* out, std::string* report, uint32_t api_cap) {
-  out->clear();
-  report->clear();
-  const std::vector<uint32_t> ladder = api_version_ladder(api_cap);
-  std::vector<std::string> candidates;
-  if (!wanted.empty())
-    candidates.push_back(wanted);
-  else
-    candidates = default_provider_order();
-  const std::set<std::string> domains = split_list(domain_filter);
-
-  for (const std::string& prov : candidates) {
-    // Is the provider there at all? Asked at the oldest API we use, with the least we need, so
-    // that an absent provider costs one call rather than one per version.
-    fi_info* list = nullptr;
-    InfoPtr probe_hints = make_hints(prov, false, false);
-    if (!probe_hints) return Status::kSystemError;
-    int rc = fi_getinfo(kFiApi117, nullptr, nullptr, 0, probe_hints.get(), &list);
-    if (rc == 0) fi_freeinfo(list);
-    list = nullptr;
-    // The newest API version both the headers and the library know, then older ones, version by
-    // version, where the provider refuses (a provider built for an older API is skipped by the
-    // core for newer requests). At each version: first with GPU memory where CUDA is present,
-    // then with RMA (the RDMA protocol); a provider without RMA is still good for SENDRECV.
-    uint32_t got = 0;
-    std::string refused;
-    if (rc == 0) {
-      for (uint32_t v : ladder) {
-        const struct { bool rma, hmem; } tries[] = {{true, true}, {true, false}, {false, false}};
-        for (const auto& t : tries) {
-          if (t.hmem && !want_hmem) continue;
-          InfoPtr hints = make_hints(prov, t.rma, t.hmem);
-          if (!hints) return Status::kSystemError;
-          rc = fi_getinfo(v, nullptr, nullptr, 0, hints.get(), &list);
-          if (rc == 0) break;
-          list = nullptr;
-        }
-        if (rc == 0) {
-          got = v;
-          break;
-        }
-        refused += (refused.empty() ? "" : ", ") + api_version_str(v);
-      }
-    }
-    InfoPtr owned(list);
-    if (!report->empty()) *report += "; ";
-    if (rc != 0) {
-      *report += "'" + prov + "': " + fi_strerror(-rc) + " (-" + fi_errno_name(rc) + ")";
-      if (!refused.empty()) *report += " at API " + refused;
-      continue;
-    }
-    std::vector<Nic> found, loop;
-    std::set<std::string> seen;
-    for (fi_info* i = list; i != nullptr; i = i->next) {
-      if (i->fabric_attr->prov_name == nullptr || prov != i->fabric_attr->prov_name) continue;
-      const char* dn = i->domain_attr->name ? i->domain_attr->name : "";
-      if (!domains.empty() && domains.count(dn) == 0) continue;
-      if (!seen.insert(dn).second) continue;  // first entry of a domain is the provider's best
-      Nic nic;
-      nic.info.reset(fi_dupinfo(i));
-      if (!nic.info) return Status::kSystemError;
-      nic.provider = prov;
-      nic.domain = dn;
-      nic.api_version = got;
-      nic.api_refused = refused;
-      nic.pci_path = find_pci_path(i);
-      nic.speed_mbps = find_speed_mbps(i, &nic.speed_source);
-      nic.loopback = is_loopback_domain(i);
-      nic.rma = (i->caps & FI_RMA) != 0 && (i->caps & FI_REMOTE_WRITE) != 0 &&
-                i->domain_attr->cq_data_size >= 4;
-      nic.rma_read = nic.rma && (i->caps & FI_READ) != 0 && (i->caps & FI_REMOTE_READ) != 0;
-      nic.hmem = (i->caps & FI_HMEM) != 0;
-      nic.guid = fnv1a64(nic.pci_path.empty() ? prov + "/" + nic.domain : nic.pci_path);
-      (nic.loopback ? loop : found).push_back(std::move(nic));
-    }
-    // A loopback NIC is useless between hosts: use it only when it is all there is.
-    if (found.empty()) found = std::move(loop);
-    if (found.empty()) {
-      *report +=
-          "'" + prov + "': no domain" +
-          (domains.empty() ? std::string() : " matching NCCL_FABRIC_DOMAIN=" + domain_filter);
-      continue;
-    }
-    *report += "'" + prov + "': " + std::to_string(found.size()) + " domain(s), API " +
-               api_version_str(got) + (refused.empty() ? "" : " (refused at " + refused + ")");
-    *out = std::move(found);
-    return Status::kOk;
-  }
-  return Status::kSystemError;
-}
 
 Status Domain::open(const Nic& nic, std::shared_ptr<Domain>* out) {
   std::shared_ptr<Domain> d(new Domain());
   d->info_.reset(fi_dupinfo(nic.info.get()));
   if (!d->info_) return Status::kSystemError;
   d->name_ = nic.domain;
+  if (d->info_->fabric_attr != nullptr && d->info_->fabric_attr->name != nullptr)
+    d->fabric_name_ = d->info_->fabric_attr->name;
   int rc = fi_fabric(d->info_->fabric_attr, &d->fabric_, nullptr);
   if (rc != 0) return fi_fail("fi_fabric", rc, nic.domain.c_str());
   rc = fi_domain(d->fabric_, d->info_.get(), &d->domain_, nullptr);
@@ -410,6 +129,14 @@ int getopt_bool(fid_ep* ep, int opt, bool* out) {
   return fi_getopt(&ep->fid, FI_OPT_ENDPOINT, opt, out, &len);
 }
 
+// A size_t option after fi_enable; 0 when the provider does not answer (unknown).
+size_t getopt_size(fid_ep* ep, int opt) {
+  size_t v = 0;
+  size_t len = sizeof(v);
+  if (fi_getopt(&ep->fid, FI_OPT_ENDPOINT, opt, &v, &len) != 0 || len != sizeof(v)) return 0;
+  return v;
+}
+
 int setopt_bool(fid_ep* ep, int opt, bool v) {
   return fi_setopt(&ep->fid, FI_OPT_ENDPOINT, opt, &v, sizeof(v));
 }
@@ -513,6 +240,14 @@ Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size, std::unique_p
     getopt_bool(e->ep_, kFiOptEfaEmulatedWrite, &f.write_emulated);
     getopt_bool(e->ep_, kFiOptEfaEmulatedRead, &f.read_emulated);
   }
+  // The size limits as the endpoint states them (efa-direct: sends of one MTU, although
+  // ep_attr->max_msg_size is the RDMA limit when FI_RMA was granted). The options exist from
+  // API 1.20; an older fabric is not asked.
+  const uint32_t api = info->fabric_attr != nullptr ? info->fabric_attr->api_version : 0;
+  if (api >= kFiOptMaxSizeVersion) {
+    f.max_msg = getopt_size(e->ep_, kFiOptMaxMsgSize);
+    f.max_rma = getopt_size(e->ep_, kFiOptMaxRmaSize);
+  }
   *out = std::move(e);
   return Status::kOk;
 }
@@ -553,6 +288,14 @@ int Endpoint::read_eq(EqError* err) {
     err->text = fi_error_text("fi_eq_read", static_cast<int>(rc));
     return -1;
   }
+}
+
+size_t Endpoint::msg_limit() const {
+  return features_.max_msg != 0 ? features_.max_msg : dom_->info()->ep_attr->max_msg_size;
+}
+
+size_t Endpoint::rma_limit() const {
+  return features_.max_rma != 0 ? features_.max_rma : dom_->info()->ep_attr->max_msg_size;
 }
 
 Status Endpoint::name(uint8_t* buf, size_t* len) const {

@@ -71,6 +71,13 @@ struct Nic {
   bool hmem = false;         // FI_HMEM granted (asked for only where a CUDA driver is present)
   uint32_t api_version = 0;  // the API version fi_getinfo answered at (fabric_attr->api_version)
   std::string api_refused;   // the newer versions the provider refused first ("" if none)
+  std::string fabric;        // fabric_attr->name: "efa-direct", "efa", "TCP-IP", ...
+  // Why this fabric, one clause for the log ("efa-direct: offered with device RMA writes
+  // (auto)"); "" for a provider that lists no efa-direct fabric (its only fabric).
+  std::string fabric_why;
+  bool tagged = false;      // FI_TAGGED granted: the SENDRECV protocol works (efa-direct: never)
+  bool rx_cq_data = false;  // mode FI_RX_CQ_DATA: each remote write with CQ data consumes a
+                            // posted receive (efa-direct on NICs without unsolicited write recv)
 };
 
 // Link speeds above this (10 Tb/s per NIC) are a provider's or driver's mistake, not a figure to
@@ -83,6 +90,21 @@ constexpr int kMaxSpeedMbps = 10000000;
 // 12.5 GB/s), anything else 10000 (tcp, sockets, udp: NCCL's own socket transport assumes this).
 int default_speed_mbps(const std::string& provider);
 
+// libfabric 2.1's thin EFA fabric: one device operation per call, no tagged messages, sends of
+// one MTU, no ordering (efa-semantics §1.4). Selection keys on this fabric name, never on the
+// provider's name.
+constexpr const char* kEfaDirectFabric = "efa-direct";
+
+// NCCL_FABRIC_EFA_FABRIC: which fabric of a provider that lists efa-direct beside its other one.
+enum class EfaFabric {
+  kAuto,    // efa-direct where it grants RMA writes and tagged messages are not needed, else efa
+  kEfa,     // never efa-direct
+  kDirect,  // only efa-direct: fail where it is not offered with RMA writes
+};
+// "auto", "efa", "efa-direct" (what params.cpp accepts); false with *error naming the parameter.
+bool parse_efa_fabric(const std::string& text, EfaFabric* out, std::string* error);
+const char* efa_fabric_str(EfaFabric f);
+
 // The providers tried when NCCL_FABRIC_PROVIDER is empty, best first.
 const std::vector<std::string>& default_provider_order();
 
@@ -91,8 +113,12 @@ const std::vector<std::string>& default_provider_order();
 // FI_HMEM first (then without). On failure, *report says which providers were tried and what
 // each answered.
 // `api_cap`: the newest API version to ask for (0: the newest known, see api_version_ladder).
+// `efa_fabric`: for a provider that lists an efa-direct fabric, which one to take (see EfaFabric);
+// `need_tagged`: the caller can only use tagged messages (NCCL_FABRIC_PROTOCOL=sendrecv), which
+// efa-direct lacks, so auto keeps to the other fabric. Each Nic says which fabric and why.
 Status discover_nics(const std::string& wanted, const std::string& domain_filter, bool want_hmem,
-                     std::vector<Nic>* out, std::string* report, uint32_t api_cap = 0);
+                     std::vector<Nic>* out, std::string* report, uint32_t api_cap = 0,
+                     EfaFabric efa_fabric = EfaFabric::kAuto, bool need_tagged = false);
 
 // An open fabric + domain for one NIC. Shared by every comm on that NIC.
 class Domain {
@@ -111,6 +137,12 @@ class Domain {
   size_t cq_data_size() const { return info_->domain_attr->cq_data_size; }
   bool rma() const { return (info_->caps & FI_RMA) != 0 && info_->domain_attr->cq_data_size >= 4; }
   bool hmem() const { return (info_->caps & FI_HMEM) != 0; }
+  // FI_TAGGED granted (efa-direct: never).
+  bool tagged() const { return (info_->caps & FI_TAGGED) != 0; }
+  // mode FI_RX_CQ_DATA: a remote write with CQ data consumes one of our posted receives.
+  bool rx_cq_data() const { return (info_->mode & FI_RX_CQ_DATA) != 0; }
+  // fabric_attr->name ("efa-direct", "efa", ...; "" when the provider gives none).
+  const std::string& fabric_name() const { return fabric_name_; }
   const std::string& name() const { return name_; }
   // GPUDirect is in use on this domain: every endpoint opened from now on forbids the provider
   // CUDA calls (FI_OPT_CUDA_API_PERMITTED=false), as NCCL requires.
@@ -136,6 +168,7 @@ class Domain {
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
   std::string name_;
+  std::string fabric_name_;
   std::atomic<uint64_t> next_key_{1};
   bool forbid_cuda_ = false;
   bool dmabuf_ = false;
@@ -209,6 +242,10 @@ struct EpFeatures {
   bool write_in_order_128 = false;     // FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES granted
   bool sendrecv_in_order_128 = false;  // ..._SENDRECV_IN_ORDER_ALIGNED_128_BYTES granted
   std::string in_order_note;           // what the provider answered for each
+  // FI_OPT_MAX_MSG_SIZE / FI_OPT_MAX_RMA_SIZE after fi_enable (API >= 1.20): the largest untagged
+  // send and RMA transfer. 0: unknown (older API, or the provider does not answer).
+  size_t max_msg = 0;
+  size_t max_rma = 0;
 };
 
 // One RDM endpoint with its own completion queue, address vector and event queue.
@@ -241,6 +278,11 @@ class Endpoint {
   // events are consumed and ignored), -1 when the queue itself failed (*err says how).
   int read_eq(EqError* err);
   const EpFeatures& features() const { return features_; }
+  // The largest untagged send (fi_send*): the provider's FI_OPT_MAX_MSG_SIZE where it answered,
+  // else ep_attr->max_msg_size (on efa-direct with FI_RMA that is the RDMA limit, not the MTU).
+  size_t msg_limit() const;
+  // The largest RMA transfer: FI_OPT_MAX_RMA_SIZE where it answered, else ep_attr->max_msg_size.
+  size_t rma_limit() const;
 
  private:
   Endpoint() = default;

@@ -24,6 +24,7 @@ constexpr uint32_t kFiApi118 =
     FI_VERSION(1, 18);  // CUDA_API_PERMITTED, FI_OPT_EFA_*, EFA RDMA write
 constexpr uint32_t kFiApi120 = FI_VERSION(1, 20);  // FI_MR_DMABUF
 constexpr uint32_t kFiApi122 = FI_VERSION(1, 22);  // EFA queues RMA before the handshake
+constexpr uint32_t kFiApi21 = FI_VERSION(2, 1);    // EFA lists the efa-direct fabric
 constexpr uint32_t kFiDmabufVersion = kFiApi120;
 // The API version of the headers we were built against.
 constexpr uint32_t kFiBuiltVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
@@ -72,6 +73,23 @@ static_assert(kFiOptEfaWriteInOrder128 == kFiOptEfaBase + 6, "WRITE_IN_ORDER_128
 #else
 constexpr int kFiOptEfaWriteInOrder128 = kFiOptEfaBase + 6;
 #endif
+
+// fi_getopt(FI_OPT_ENDPOINT, ...), libfabric 1.20+: size_t, the largest untagged message and the
+// largest RMA transfer the endpoint takes (efa-direct: one MTU for messages). Asked only of a
+// fabric opened at API >= 1.20; other answers (-FI_ENOPROTOOPT) mean unknown.
+#if HAVE_DECL_FI_OPT_MAX_MSG_SIZE
+constexpr int kFiOptMaxMsgSize = FI_OPT_MAX_MSG_SIZE;
+static_assert(FI_OPT_MAX_MSG_SIZE == 12, "FI_OPT_MAX_MSG_SIZE");
+#else
+constexpr int kFiOptMaxMsgSize = 12;
+#endif
+#if HAVE_DECL_FI_OPT_MAX_RMA_SIZE
+constexpr int kFiOptMaxRmaSize = FI_OPT_MAX_RMA_SIZE;
+static_assert(FI_OPT_MAX_RMA_SIZE == 14, "FI_OPT_MAX_RMA_SIZE");
+#else
+constexpr int kFiOptMaxRmaSize = 14;
+#endif
+constexpr uint32_t kFiOptMaxSizeVersion = kFiApi120;
 
 // fi_mr_regattr flag, libfabric 1.20+: attr->dmabuf describes the memory.
 #if HAVE_DECL_FI_MR_DMABUF

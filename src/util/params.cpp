@@ -122,6 +122,10 @@ const ParamDef kDefs[kParamCount] = {
      "RDMA receives NCCL marks NCCL_NET_OPTIONAL_RECV_COMPLETION (LL, LL128) are reported done "
      "once their clear-to-send has left, where no eager message can come: auto (where writes "
      "land without the receiver's progress: EFA with device RDMA writes), on, off"},
+    {ParamId::kEfaFabric, "NCCL_FABRIC_EFA_FABRIC", ParamType::kString, "auto", 0, 0,
+     "which fabric of a provider that lists libfabric 2.1's efa-direct: auto (efa-direct where it "
+     "grants RMA writes with remote CQ data and the protocol needs no tagged messages, else efa), "
+     "efa, or efa-direct (fail without it)"},
 };
 
 // String parameters that take one of a fixed set of values.
@@ -133,7 +137,9 @@ const char* const* choices_of(ParamId id) {
   static const char* const kDmabufModes[] = {"auto", "off", nullptr};
   static const char* const kTunerModes[] = {"auto", "model", "rules", "off", nullptr};
   static const char* const kOnOffAuto[] = {"auto", "on", "off", nullptr};
+  static const char* const kEfaFabrics[] = {"auto", "efa", "efa-direct", nullptr};
   switch (id) {
+    case ParamId::kEfaFabric: return kEfaFabrics;
     case ParamId::kEarlyCompletion: return kOnOffAuto;
     case ParamId::kTuner: return kTunerModes;
     case ParamId::kGdr: return kGdrModes;

@@ -53,6 +53,7 @@ enum class ParamId : int {
   kPlaneId,
   kNetAttr,
   kEarlyCompletion,
+  kEfaFabric,
   kCount
 };
 

@@ -76,6 +76,63 @@ if [ -n "${NF_MOCKPROV_LIB:-}" ]; then
   grep -q "provider: mockefa" "$out" && grep -q "rdmap32s27-rdm" "$out" ||
     { echo "FAIL: mock NICs not shown"; cat "$out"; fail=1; }
 fi
+# Which EFA fabric each NIC would use (NCCL_FABRIC_EFA_FABRIC, issue 21). The mock lists an
+# efa-direct fabric only when built against libfabric 2.x headers, as the tool says it was.
+# shows PATTERN... -- ENV...: the tool's output with ENV has every PATTERN (exit code not judged).
+shows() {
+  local pats=()
+  while [ "$1" != "--" ]; do pats+=("$1"); shift; done
+  shift
+  env "$@" "$info" --no-cuda --plugin "$plugin" >"$out" 2>&1
+  for p in "${pats[@]}"; do
+    if ! grep -q -- "$p" "$out"; then
+      echo "FAIL: '$p' missing from the output with: $*"; sed 's/^/    /' "$out"; fail=1; return
+    fi
+  done
+  echo "ok: shown with: $*"
+}
+if [ -n "${NF_MOCKPROV_LIB:-}" ]; then
+  mock=("${base[@]}" FI_PROVIDER=mockefa NCCL_FABRIC_PROVIDER=mockefa MOCKEFA_NDOMAINS=2)
+  env "${mock[@]}" "$info" --no-cuda --plugin "$plugin" >"$out" 2>&1
+  headers=$(sed -n 's/.*built against \([0-9]*\)\.[0-9]* headers.*/\1/p' "$out" | head -n 1)
+  run 2 "\[bad-parameter\]" "NCCL_FABRIC_EFA_FABRIC='direct' is not one of: auto, efa, efa-direct" \
+    -- "${mock[@]}" NCCL_FABRIC_EFA_FABRIC=direct
+  if [ "${headers:-1}" -ge 2 ]; then
+    shows "fabric: efa-direct (NCCL_FABRIC_EFA_FABRIC=auto)" \
+      "rdmap16s27-rdm .*rma=yes hmem=no fabric=efa-direct tagged=no" \
+      "fabric: efa-direct: offered with device RMA writes (auto) (writes with CQ data consume" \
+      -- "${mock[@]}" MOCKEFA_RMA=device
+    shows "rdmap32s27-rdm .*fabric=efa tagged=yes" "fabric: efa: efa-direct offered without RMA writes" \
+      -- "${mock[@]}" MOCKEFA_RMA=emulated
+    shows "fabric=efa tagged=yes" \
+      "fabric: efa: NCCL_FABRIC_PROTOCOL=sendrecv needs tagged messages, which efa-direct lacks" \
+      -- "${mock[@]}" MOCKEFA_RMA=device NCCL_FABRIC_PROTOCOL=sendrecv
+    shows "fabric: efa (NCCL_FABRIC_EFA_FABRIC=efa)" "fabric: efa: NCCL_FABRIC_EFA_FABRIC=efa" \
+      -- "${mock[@]}" MOCKEFA_RMA=device NCCL_FABRIC_EFA_FABRIC=efa
+    # Forced without device RDMA: no NIC, and the tool says why.
+    shows "fabric: (none) (NCCL_FABRIC_EFA_FABRIC=efa-direct)" \
+      "NCCL_FABRIC_EFA_FABRIC=efa-direct, but efa-direct is offered without RMA writes" \
+      -- "${mock[@]}" MOCKEFA_RMA=emulated NCCL_FABRIC_EFA_FABRIC=efa-direct
+    env "${mock[@]}" MOCKEFA_RMA=device "$info" --no-cuda --plugin "$plugin" --json >"$out" 2>/dev/null
+    for p in '"fabric": "efa-direct", "efa_fabric": "auto"' \
+             '"fabric_why": "efa-direct: offered with device RMA writes (auto)"' \
+             '"tagged": false, "rx_cq_data": true}'; do
+      grep -q -- "$p" "$out" || { echo "FAIL: JSON lacks $p"; cat "$out"; fail=1; }
+    done
+  else
+    shows "fabric: efa (NCCL_FABRIC_EFA_FABRIC=auto)" "rdmap16s27-rdm .*fabric=efa tagged=yes" \
+      "fabric: efa: efa-direct not offered (libfabric 1." -- "${mock[@]}" MOCKEFA_RMA=device
+    # Forced where there is none: the plugin does not start, and the tool says why.
+    run 2 "\[plugin-failed\]" "fabric: (none) (NCCL_FABRIC_EFA_FABRIC=efa-direct)" \
+      "NCCL_FABRIC_EFA_FABRIC=efa-direct, but efa-direct not offered" \
+      -- "${mock[@]}" NCCL_FABRIC_EFA_FABRIC=efa-direct
+    env "${mock[@]}" "$info" --no-cuda --plugin "$plugin" --json >"$out" 2>/dev/null
+    for p in '"fabric": "efa", "efa_fabric": "auto"' '"fabric_why": "efa: efa-direct not offered' \
+             '"tagged": true, "rx_cq_data": false}'; do
+      grep -q -- "$p" "$out" || { echo "FAIL: JSON lacks $p"; cat "$out"; fail=1; }
+    done
+  fi
+fi
 # --listen / --peer: a short transfer through the plugin between two processes on loopback.
 port=$((20000 + $$ % 20000))
 env "${base[@]}" "$info" --no-cuda --plugin "$plugin" --listen $port --timeout 60 >"$out.l" 2>&1 &

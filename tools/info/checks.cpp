@@ -182,19 +182,25 @@ void print_text(const Report& r, FILE* out) {
   for (const std::string& l : r.platform_lines) fprintf(out, "  %s\n", l.c_str());
   fprintf(out,
           "\n== libfabric %s (loaded; built against %s headers; API %s)\n  provider: %s\n"
-          "  tried: %s\n",
+          "  fabric: %s (NCCL_FABRIC_EFA_FABRIC=%s)\n  tried: %s\n",
           r.libfabric_version.c_str(), r.libfabric_built.c_str(),
           r.api_version.empty() ? "none obtained" : r.api_version.c_str(),
-          r.provider.empty() ? "(none)" : r.provider.c_str(), r.providers_tried.c_str());
+          r.provider.empty() ? "(none)" : r.provider.c_str(),
+          r.fabric.empty() ? "(none)" : r.fabric.c_str(),
+          r.efa_fabric.empty() ? "auto" : r.efa_fabric.c_str(), r.providers_tried.c_str());
   fprintf(out, "  CUDA: %s; context: %s\n", r.cuda.c_str(), r.cuda_context.c_str());
   fprintf(out, "\n== NICs (topology: %s)\n", r.topology.c_str());
   for (const NicInfo& n : r.nics) {
-    fprintf(out, "  %-20s pci=%s numa=%d speed=%d Mb/s rma=%s hmem=%s%s%s\n", n.domain.c_str(),
-            n.pci_path.empty() ? "none" : n.pci_path.c_str(), n.numa, n.speed_mbps,
-            n.rma ? "yes" : "no", n.hmem ? "yes" : "no",
+    fprintf(out, "  %-20s pci=%s numa=%d speed=%d Mb/s rma=%s hmem=%s fabric=%s tagged=%s%s%s\n",
+            n.domain.c_str(), n.pci_path.empty() ? "none" : n.pci_path.c_str(), n.numa,
+            n.speed_mbps, n.rma ? "yes" : "no", n.hmem ? "yes" : "no",
+            n.fabric.empty() ? "?" : n.fabric.c_str(), n.tagged ? "yes" : "no",
             n.nearest_gpus.empty() ? "" : " gpus=", n.nearest_gpus.c_str());
     if (!n.speed_source.empty())
       fprintf(out, "  %-20s speed from: %s\n", "", n.speed_source.c_str());
+    if (!n.fabric_why.empty())
+      fprintf(out, "  %-20s fabric: %s%s\n", "", n.fabric_why.c_str(),
+              n.rx_cq_data ? " (writes with CQ data consume posted receives: FI_RX_CQ_DATA)" : "");
   }
   fprintf(out, "\n== NCCL devices (plugin %s, ABI v%d)\n", r.plugin.c_str(), r.plugin_abi);
   if (!r.plugin_error.empty()) fprintf(out, "  plugin error: %s\n", r.plugin_error.c_str());
@@ -242,6 +248,8 @@ void print_json(const Report& r, FILE* out) {
   kv("built", r.libfabric_built);
   kv("api", r.api_version);
   kv("provider", r.provider);
+  kv("fabric", r.fabric);
+  kv("efa_fabric", r.efa_fabric.empty() ? "auto" : r.efa_fabric);
   kv("tried", r.providers_tried, false);
   fputs("}, \"cuda\": {", out);
   kv("driver", r.cuda);
@@ -254,8 +262,13 @@ void print_json(const Report& r, FILE* out) {
     kv("pci_path", n.pci_path);
     kv("nearest_gpus", n.nearest_gpus);
     kv("speed_source", n.speed_source);
-    fprintf(out, "\"numa\": %d, \"speed_mbps\": %d, \"rma\": %s, \"hmem\": %s}", n.numa,
-            n.speed_mbps, n.rma ? "true" : "false", n.hmem ? "true" : "false");
+    kv("fabric", n.fabric);
+    kv("fabric_why", n.fabric_why);
+    fprintf(out,
+            "\"numa\": %d, \"speed_mbps\": %d, \"rma\": %s, \"hmem\": %s, \"tagged\": %s, "
+            "\"rx_cq_data\": %s}",
+            n.numa, n.speed_mbps, n.rma ? "true" : "false", n.hmem ? "true" : "false",
+            n.tagged ? "true" : "false", n.rx_cq_data ? "true" : "false");
   }
   fputs("], ", out);
   kv("topology", r.topology);

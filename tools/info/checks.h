@@ -23,6 +23,10 @@ struct NicInfo {
   std::string speed_source;  // where the speed came from (NCCL_FABRIC_SPEED, sysfs, a default...)
   bool rma = false, hmem = false;
   std::string nearest_gpus;  // from the plugin's topology log, "" when unknown
+  std::string fabric;       // the provider's fabric the plugin would use ("efa-direct", "efa", ...)
+  std::string fabric_why;   // why that fabric ("" where the provider has only one)
+  bool tagged = false;      // FI_TAGGED granted: SENDRECV possible
+  bool rx_cq_data = false;  // FI_RX_CQ_DATA mode: writes with CQ data consume posted receives
 };
 
 struct DeviceInfo {
@@ -47,6 +51,8 @@ struct Report {
   std::vector<std::string> platform_lines;  // the row, as text
   // libfabric and CUDA.
   std::string libfabric_version, provider, providers_tried;
+  std::string fabric;           // the fabric of the first NIC ("" without a provider)
+  std::string efa_fabric;       // NCCL_FABRIC_EFA_FABRIC as applied: auto, efa, efa-direct
   std::string libfabric_built;  // the headers the plugin and this tool were built against
   std::string api_version;      // the API version fi_getinfo answered at ("" without a provider)
   bool api_below_library_118 = false;  // API < 1.18 although the library has 1.18
