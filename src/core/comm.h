@@ -219,7 +219,8 @@ struct SharedEp {
   std::unique_ptr<CtrlPool> pools[kMaxRails];
   bool rx_cq_data = false;  // FI_RX_CQ_DATA: each write with immediate data takes a posted receive
   size_t msg_limit = 0;     // largest untagged message rail 0 takes (0: no limit known)
-  uint64_t ctrl_bad = 0;    // malformed control messages
+  size_t writes_expected = 0;   // rx_cq_data: writes announced receives may still bring
+  uint64_t ctrl_bad = 0;        // malformed control messages
   Status failed = Status::kOk;  // sticky: the completion queue itself failed
   uint64_t stray_errors = 0;    // error completions that belonged to no operation
   uint64_t eq_errors = 0;       // errors the provider reported on an event queue

@@ -16,7 +16,13 @@ namespace {
 // Rail 0: buffers kept posted, and at most in all. A comm may keep buffers (eager messages that
 // wait for their receive); each one kept is replaced from the idle ones or a new chunk, so the
 // other comms always find posted buffers, until the bound.
-constexpr size_t kRxTarget = 128;
+// The count kept posted: kRxTarget, plus kRxPerComm for every comm on the endpoint, up to
+// kRxTargetMax. Few buffers keep those a connection cycles through in the CPU's caches: with 64 or
+// 128 posted (8 KiB each), shm's stream of 256-byte eager messages was 15 % slower than with 16
+// (nccl-fabric-perf, docs/performance.md); each comm adds room for its bursts.
+constexpr size_t kRxTarget = 16;
+constexpr size_t kRxPerComm = 2;
+constexpr size_t kRxTargetMax = 512;
 constexpr size_t kRxMax = 4096;
 constexpr size_t kRxChunk = 32;
 // Rails 1.. under FI_RX_CQ_DATA: receives that writes with immediate data consume.
@@ -30,6 +36,7 @@ Status grow(SharedEp& sep, int rail) {
   CtrlPool& p = *sep.pools[rail];
   // The first chunk holds what is kept posted (one registration); later ones kRxChunk each.
   size_t n = p.chunks.empty() ? p.target : kRxChunk;
+  if (n < kRxChunk) n = kRxChunk;
   if (p.all.size() + n > p.max_total) n = p.max_total - p.all.size();
   if (n == 0) return Status::kInternalError;
   std::unique_ptr<CtrlPool::Chunk> ch(new CtrlPool::Chunk());
@@ -187,7 +194,9 @@ Status ctrl_open(SharedEp& sep, size_t max_payload) {
     p.target = rail == 0 ? kRxTarget : kWriteRxTarget;
     const size_t rx = sep.rail(rail)->domain().info()->rx_attr->size;
     if (rx > 0 && p.target > rx / 2) p.target = rx / 2 > 8 ? rx / 2 : 8;
-    p.max_total = rail == 0 ? kRxMax : p.target;
+    p.target_max = rail == 0 && !sep.rx_cq_data ? kRxTargetMax : kRxMax;
+    if (rx > 0 && p.target_max > rx / 2) p.target_max = rx / 2 > p.target ? rx / 2 : p.target;
+    p.max_total = rail == 0 ? kRxMax : p.target_max;
     if (p.max_total < p.target) p.max_total = p.target;
   }
   ctrl_fill(sep);
@@ -206,6 +215,12 @@ void ctrl_fill(SharedEp& sep) {
   for (int rail = 0; rail < kMaxRails; ++rail) {
     if (!sep.pools[rail]) continue;
     CtrlPool& p = *sep.pools[rail];
+    // FI_RX_CQ_DATA: every write a clear-to-send may bring takes a posted receive, on whichever
+    // rail it lands.
+    size_t want = (rail == 0 ? kRxTarget + kRxPerComm * sep.comms.size() : kWriteRxTarget) +
+                  (sep.rx_cq_data ? sep.writes_expected : 0);
+    if (want > p.target_max) want = p.target_max;
+    p.target = want;  // a smaller target lets surplus buffers go idle as they come back
     while (p.posted < p.target) {
       if (p.idle.empty()) {
         if (p.all.size() >= p.max_total) {
@@ -225,6 +240,12 @@ void ctrl_fill(SharedEp& sep) {
       p.idle.pop_back();
     }
   }
+}
+
+void ctrl_expect_writes(SharedEp& sep, int64_t n) {
+  if (!sep.rx_cq_data) return;
+  sep.writes_expected = static_cast<size_t>(static_cast<int64_t>(sep.writes_expected) + n);
+  if (n > 0) ctrl_fill(sep);  // before the clear-to-send goes: its writes may follow at once
 }
 
 void ctrl_teardown(SharedEp& sep) {

@@ -47,8 +47,9 @@ struct CtrlPool {
   std::vector<std::unique_ptr<CtrlRx>> all;
   std::vector<CtrlRx*> idle;  // neither posted nor held
   size_t buf_size = 0;        // of each buffer, header included
-  size_t target = 0;          // buffers kept posted
-  size_t max_total = 0;       // buffers at most (posted, idle and held)
+  size_t target = 0;          // buffers kept posted (more with more comms, up to target_max)
+  size_t target_max = 0;
+  size_t max_total = 0;  // buffers at most (posted, idle and held)
   size_t posted = 0;
   uint64_t received = 0;  // messages taken
   uint64_t dropped = 0;   // messages refused or for no comm
@@ -61,6 +62,9 @@ struct CtrlPool {
 Status ctrl_open(SharedEp& sep, size_t max_payload);
 // Posts idle buffers (allocating more, up to the bound) until each rail has its target posted.
 void ctrl_fill(SharedEp& sep);
+// FI_RX_CQ_DATA: `n` more (or, negative, fewer) writes with immediate data may arrive, each
+// taking a posted receive on its rail: receives are posted for them now. Nothing elsewhere.
+void ctrl_expect_writes(SharedEp& sep, int64_t n);
 // Closes the pools' registrations (after the endpoints closed).
 void ctrl_teardown(SharedEp& sep);
 // The largest payload a control message to this endpoint may have (rail 0's buffers).

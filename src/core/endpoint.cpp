@@ -258,7 +258,7 @@ Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms, const Pa
   s->nrails = 1 + static_cast<int>(s->more.size());
   s->wide_imm = s->ep->domain().cq_data_size() >= 8;
   s->rx_cq_data = (s->ep->domain().info()->mode & FI_RX_CQ_DATA) != 0;
-  s->msg_limit = s->ep->domain().max_msg_size();
+  s->msg_limit = s->ep->msg_limit();  // FI_OPT_MAX_MSG_SIZE where answered (efa-direct: one MTU)
   // The control pool's buffers take the largest control message, and an eager message of up to
   // NCCL_FABRIC_EAGER_MAX (less where the provider's messages are smaller: efa-direct's MTU).
   size_t payload = sizeof(ConnectMsg) + 64;
@@ -280,7 +280,10 @@ Comm::Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Para
   use_inject = p.get_bool(ParamId::kInject);
   inject_size = ep->domain().inject_size();
   max_msg_size = message_limit(ep->domain().max_msg_size());  // what getProperties promised
-  max_write_size = static_cast<size_t>(max_msg_size < kMaxWriteSize ? max_msg_size : kMaxWriteSize);
+  // No single write larger than the device takes (FI_OPT_MAX_RMA_SIZE where the provider answers
+  // it: efa-direct's sends stop at one MTU, its writes do not).
+  const uint64_t rma = ep->rma_limit() != 0 ? ep->rma_limit() : max_msg_size;
+  max_write_size = static_cast<size_t>(rma < kMaxWriteSize ? rma : kMaxWriteSize);
 }
 
 namespace {

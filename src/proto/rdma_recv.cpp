@@ -13,6 +13,10 @@ namespace nf {
 
 namespace {
 
+// The writes the buffers of receive r may take (at most kMaxGroup pieces each), each of which
+// takes a posted receive under FI_RX_CQ_DATA.
+int64_t write_budget(const Request* r) { return static_cast<int64_t>(r->recv.nbufs) * kMaxGroup; }
+
 void remove_active(RdmaState& rd, Request* r) {
   for (int i = 0; i < rd.n_active; ++i) {
     if (rd.active[i] == r) {
@@ -40,6 +44,7 @@ void rdma_retire_recv(Request* r) {
   if (r->recv.slot != UINT32_MAX) {
     rdma_ep(*c.sep).free_slot(r);
     r->recv.slot = UINT32_MAX;
+    ctrl_expect_writes(*c.sep, -write_budget(r));
   }
   if (r->recv.holds_mrs) {
     r->recv.holds_mrs = false;
@@ -137,7 +142,10 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
   RdmaState& rd = rdma_of(c);
   *sent = false;
   const bool fresh_slot = r->recv.slot == UINT32_MAX;
-  if (fresh_slot) NF_CHECK(rdma_ep(*c.sep).alloc_slot(r));
+  if (fresh_slot) {
+    NF_CHECK(rdma_ep(*c.sep).alloc_slot(r));
+    ctrl_expect_writes(*c.sep, write_budget(r));
+  }
   CtsMsg m;  // only the header and the first n entries are filled and sent
   m.h.magic = kCtsMagic;
   m.h.version = kWireVersion;
@@ -182,6 +190,7 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
     if (fresh_slot) {
       rdma_ep(*c.sep).free_slot(r);
       r->recv.slot = UINT32_MAX;
+      ctrl_expect_writes(*c.sep, -write_budget(r));
     }
     return s;  // kOk with nothing sent: -FI_EAGAIN
   }

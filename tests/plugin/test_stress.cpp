@@ -54,8 +54,25 @@ bool run_mock(const char* protocol, const DriverConfig& cfg,
   opt.env.push_back({"NCCL_FABRIC_PROTOCOL", protocol});
   for (const auto& kv : faults) opt.env.push_back(kv);
   std::string log;
+  // Every run also counts the mock's checker: a call EFA would refuse (or that efa-direct's
+  // stricter rules forbid) fails the run even where the plugin recovered from the refusal.
   const bool ok = run_single(
-      opt, [&](nfc::NetPlugin& p) { return drive_single(p, cfg); }, &log);
+      opt,
+      [&](nfc::NetPlugin& p) {
+        mockefa_api api;
+        CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock not loaded");
+        api.reset_counters();
+        const int rc = drive_single(p, cfg);
+        mockefa_counters k;
+        api.get_counters(&k);
+        char last[512] = "";
+        api.last_violation(last, sizeof(last));
+        dlclose(api.handle);
+        CHILD_CHECK(k.violations_total == 0, "%llu checker violations; last: %s",
+                    static_cast<unsigned long long>(k.violations_total), last);
+        return rc;
+      },
+      &log);
   if (!ok) {
     std::string f;
     for (const auto& kv : faults) f += " " + kv.first + "=" + kv.second;
@@ -225,7 +242,8 @@ TEST_CASE("stress: the mock EFA provider with EAGAIN, delayed, reordered and spl
 // unsolicited write receive (each write with immediate data consumes a posted receive).
 TEST_CASE("stress: the mock's efa-direct fabric, with faults and reordering", "[stress][mock]") {
   using Env = std::vector<std::pair<std::string, std::string>>;
-  const std::vector<Env> faults = {
+  // A NIC with device RDMA read and write (p5's): efa-direct offers RMA only there.
+  std::vector<Env> faults = {
       {},
       {{"NCCL_FABRIC_EFA_FABRIC", "efa-direct"}, {"MOCKEFA_NO_UNSOLICITED_WRITE_RECV", "1"}},
       {{"MOCKEFA_EAGAIN_EVERY", "3"}, {"MOCKEFA_CQ_DELAY", "3"}, {"MOCKEFA_CQ_REORDER", "1"}},
@@ -235,6 +253,7 @@ TEST_CASE("stress: the mock's efa-direct fabric, with faults and reordering", "[
        {"MOCKEFA_NO_UNSOLICITED_WRITE_RECV", "1"}},
       {{"NCCL_FABRIC_EFA_FABRIC", "efa"}, {"MOCKEFA_CQ_REORDER", "1"}},
   };
+  for (Env& e : faults) e.push_back({"MOCKEFA_RMA", "device"});
   const int seeds = stress_seeds(1);
   for (const char* proto : {"rdma", "auto"}) {
     for (size_t f = 0; f < faults.size(); ++f) {
