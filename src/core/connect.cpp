@@ -226,6 +226,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->handle = l.handle;
       // What the peer sent before this comm existed (it may send as soon as it has the reply).
       rc->stash.swap(l.stash);
+      rc->failed = l.failed;  // e.g. the peer sent more of them than a comm keeps
       rc->protocol = l.protocol;
       rc->offered = l.offered;
       rc->nrails = l.nrails;

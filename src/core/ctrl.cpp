@@ -13,13 +13,13 @@
 namespace nf {
 namespace {
 
-// Rail 0: buffers kept posted, and at most in all. A comm may keep buffers (eager messages that
-// wait for their receive); each one kept is replaced from the idle ones or a new chunk, so the
-// other comms always find posted buffers, until the bound.
-// The count kept posted: kRxTarget, plus kRxPerComm for every comm on the endpoint, up to
-// kRxTargetMax. Few buffers keep those a connection cycles through in the CPU's caches: with 64 or
-// 128 posted (8 KiB each), shm's stream of 256-byte eager messages was 15 % slower than with 16
-// (nccl-fabric-perf, docs/performance.md); each comm adds room for its bursts.
+// Rail 0: buffers kept posted, and at most in all (kRxMax). A comm may keep buffers (eager
+// messages that wait for their receive); each one kept is replaced from the idle ones or a new
+// chunk, so the other comms always find posted buffers, until the bound. The count kept posted:
+// kRxTarget, plus kRxPerComm for every comm on the endpoint, up to kRxTargetMax. Few buffers keep
+// those a connection cycles through in the CPU's caches: with 64 or 128 posted (8 KiB each), shm's
+// stream of 256-byte eager messages was 15 % slower than with 16 (nccl-fabric-perf,
+// docs/performance.md); each comm adds room for its bursts.
 constexpr size_t kRxTarget = 16;
 constexpr size_t kRxPerComm = 2;
 constexpr size_t kRxTargetMax = 512;
@@ -56,7 +56,6 @@ Status grow(SharedEp& sep, int rail) {
     p.idle.push_back(rx.get());
     p.all.push_back(std::move(rx));
   }
-  if (!p.chunks.empty()) ++p.grown;
   p.chunks.push_back(std::move(ch));
   return Status::kOk;
 }
@@ -77,8 +76,6 @@ bool post(SharedEp& sep, CtrlRx* rx) {
   ++sep.pools[rx->rail]->posted;
   return true;
 }
-
-int rail_of(const CtrlRx* rx) { return rx->rail; }
 
 void drop(SharedEp& sep, const char* fmt_why, uint32_t id, uint8_t kind) {
   CtrlPool& p = *sep.pools[0];
@@ -138,7 +135,9 @@ bool route(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
   // Not ready for it yet: the handshake's receive is not posted, or the protocol not set up (a
   // clear-to-send or eager message may overtake the handshake's reply).
   if (c.stash.size() >= kMaxStash) {
-    drop(sep, "too many messages before the handshake finished", c.id, kind);
+    // Dropping it would leave the transfer it belongs to waiting forever: the connection fails.
+    comm_fail(c, Status::kRemoteError,
+              "the peer sent more than 256 control messages before the handshake finished");
     return false;
   }
   rx->held = true;
@@ -154,14 +153,14 @@ void lost(SharedEp& sep, CtrlRx* rx, const CqError& err) {
   const std::string why = "a control message was lost (its receive failed: " + err.text + ")";
   CtrlHdr h;
   std::string bad;
-  if (rail_of(rx) == 0 && decode_ctrl_hdr(rx->buf, kCtrlHdrSize, &h, &bad) &&
+  if (rx->rail == 0 && decode_ctrl_hdr(rx->buf, kCtrlHdrSize, &h, &bad) &&
       ctrl_kind(h) != kCtrlProbe) {
     const uint32_t id = ctrl_dst(h);
     Comm* c = id < sep.by_id.size() ? sep.by_id[id] : nullptr;
     if (c != nullptr && c->established) comm_fail(*c, Status::kRemoteError, why.c_str());
     return;
   }
-  if (rail_of(rx) != 0) {
+  if (rx->rail != 0) {
     // A write's receive (FI_RX_CQ_DATA): the write's own error names its receive.
     if (sep.pools[rx->rail]->dropped++ == 0)
       NF_WARN("a receive for writes failed on %s: %s", sep.rail(rx->rail)->domain().name().c_str(),
@@ -280,7 +279,6 @@ void ctrl_rx_done(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const C
     return;
   }
   rx->len = e->len;
-  ++p.received;
   CtrlHdr h;
   std::string why;
   if (!decode_ctrl_hdr(rx->buf, rx->len, &h, &why)) {

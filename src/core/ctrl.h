@@ -51,9 +51,7 @@ struct CtrlPool {
   size_t target_max = 0;
   size_t max_total = 0;  // buffers at most (posted, idle and held)
   size_t posted = 0;
-  uint64_t received = 0;  // messages taken
-  uint64_t dropped = 0;   // messages refused or for no comm
-  uint64_t grown = 0;     // chunks allocated after the first
+  uint64_t dropped = 0;  // messages refused or lost, receives not posted (their log lines)
   bool full_said = false;
 };
 
