@@ -220,7 +220,8 @@ struct SharedEp {
   bool rx_cq_data = false;  // FI_RX_CQ_DATA: each write with immediate data takes a posted receive
   size_t msg_limit = 0;     // largest untagged message rail 0 takes (0: no limit known)
   size_t writes_expected = 0;   // rx_cq_data: writes announced receives may still bring
-  uint64_t ctrl_bad = 0;        // malformed control messages
+  uint64_t ctrl_bad = 0;        // control messages ignored as breaking the protocol
+  size_t refused_peers = 0;     // AV entries made to answer refused connects (kMaxRefusedPeers)
   Status failed = Status::kOk;  // sticky: the completion queue itself failed
   uint64_t stray_errors = 0;    // error completions that belonged to no operation
   uint64_t eq_errors = 0;       // errors the provider reported on an event queue
@@ -299,7 +300,8 @@ struct Comm {
   uint8_t offered = kProtoSendRecv;  // what this side accepts (connect's offer, listener's choice)
   int nrails = 1;                    // rails of this connection (RDMA), <= sep->nrails
   fi_addr_t peer_rail[kMaxRails] = {FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC};
-  uint32_t eager_max = 0;              // send: the receiver's eager limit; recv: ours
+  uint32_t eager_max = 0;      // send: the receiver's eager limit; recv: ours
+  bool compact_eager = false;  // compact eager messages: recv: granted; send: the peer takes them
   std::unique_ptr<ProtoState> pstate;  // the protocol's own state (RDMA: RdmaState)
   int max_recvs;
   int cq_batch;

@@ -74,11 +74,30 @@ Status insert_rails(Comm& c, const ProtoInfo& p, int nrails) {
 
 // Answers a connect we refuse, so the sender fails at once instead of at its timeout.
 // The sender's comm id is at the same offset in every version; one out of range gets no answer.
+// Answering needs the sender in the address vector: at most kMaxRefusedPeers addresses are added
+// for that per endpoint (a flood of connects from made-up addresses would grow it without end);
+// past that, only senders already known get an answer.
+constexpr size_t kMaxRefusedPeers = 64;
+
 void send_nack(Comm& l, AckStatus why) {
   const uint32_t to = l.ctrl->connect.sender_id;
   if (to == 0 || to > kMaxCommId) return;
+  SharedEp& sep = *l.sep;
+  const std::string key(reinterpret_cast<const char*>(l.ctrl->connect.addr),
+                        l.ctrl->connect.addr_len);
+  if (sep.peers.find(key) == sep.peers.end()) {
+    if (sep.refused_peers >= kMaxRefusedPeers) {
+      if (sep.refused_peers++ == kMaxRefusedPeers)
+        NF_WARN(
+            "%s: %zu refused connects came from addresses this endpoint did not know; further "
+            "ones get no answer (their senders fail at their connect timeout)",
+            l.peer_name.c_str(), kMaxRefusedPeers);
+      return;
+    }
+    ++sep.refused_peers;
+  }
   fi_addr_t a;
-  if (!ok(l.sep->insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &a))) return;
+  if (!ok(sep.insert_peer(l.ctrl->connect.addr, l.ctrl->connect.addr_len, &a))) return;
   l.peer = a;
   encode_ack(l.ctrl->connect, why, &l.ctrl->ack);
   if (ok(ctrl_post_send(l, kCtrlAck, to, ack_size(why), &l.ctrl_send)) && l.ctrl_send)
@@ -180,6 +199,8 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
                          : 0;
       if (eager > ctrl_max_payload(*l.sep)) eager = ctrl_max_payload(*l.sep);
       l.eager_max = static_cast<uint32_t>(eager);
+      // Compact eager messages need 8 bytes of remote CQ data (their header travels there).
+      l.compact_eager = eager > 0 && l.sep->wide_imm && params.get_int(ParamId::kCompactEager) != 0;
       // Our rail addresses, in our address length: the peer's may differ (shm names carry the
       // process id, so two processes' addresses differ in length when their pids do).
       uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
@@ -187,6 +208,11 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       encode_ack(cm, AckStatus::kOk, &l.ctrl->ack);
       encode_proto(chosen, static_cast<uint8_t>(nrails), l.eager_max, l.handle.addr_len, rails,
                    &l.ctrl->ack.proto);
+      if (l.compact_eager) {
+        l.ctrl->ack.proto.flags |= kProtoFlagCompactEager;
+        l.ctrl->ack.proto.checksum =
+            wire_checksum(&l.ctrl->ack.proto, offsetof(ProtoInfo, checksum));
+      }
       NF_CHECK(ctrl_post_send(l, kCtrlAck, l.peer_id, sizeof(AckMsg), &l.ctrl_send));
       if (l.ctrl_send == nullptr) {
         // The provider pushed back: the reply goes from the next call.
@@ -232,6 +258,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       rc->nrails = l.nrails;
       for (int k = 0; k < kMaxRails; ++k) rc->peer_rail[k] = l.peer_rail[k];
       rc->eager_max = l.eager_max;
+      rc->compact_eager = l.compact_eager;
       NF_CHECK(rc->protocol->setup(*rc));
       rc->established = true;
       comm_register(*rc);  // messages for its id now come to it
@@ -239,10 +266,11 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       ctrl_replay(*rc);
       NF_INFO(kSubsysNet, "accepted a connection from %s: %s%s", rc->peer_name.c_str(),
               rc->protocol->name,
-              rc->protocol->writes ? (", " + std::to_string(rc->nrails) + " rail(s), eager up to " +
-                                      std::to_string(rc->eager_max) + " B")
-                                         .c_str()
-                                   : "");
+              rc->protocol->writes
+                  ? (", " + std::to_string(rc->nrails) + " rail(s), eager up to " +
+                     std::to_string(rc->eager_max) + " B" + (rc->compact_eager ? ", compact" : ""))
+                        .c_str()
+                  : "");
       *out = std::move(rc);
       return Status::kOk;
     }
@@ -342,6 +370,7 @@ Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
       c.protocol = &protocol_for(p.protocols);
       NF_CHECK(insert_rails(c, p, p.nrails));
       c.eager_max = p.eager_max;
+      c.compact_eager = (p.flags & kProtoFlagCompactEager) != 0 && c.sep->wide_imm;
       NF_CHECK(c.protocol->setup(c));
       request_release(c.ctrl_recv);
       request_release(c.ctrl_send);  // may still be in flight: released when it completes

@@ -31,6 +31,9 @@ constexpr size_t kWriteRxSize = 64;
 // Messages a comm keeps before it is ready for them (handshake not done): a peer that sends more
 // is not following the protocol.
 constexpr size_t kMaxStash = 256;
+// Connects a listen comm keeps waiting for accept (docs/protocol.md, "What a peer cannot do"):
+// NCCL's one peer sends one; more come only from a stale or foreign sender, refused one by one.
+constexpr size_t kMaxPendingConnects = 16;
 
 Status grow(SharedEp& sep, int rail) {
   CtrlPool& p = *sep.pools[rail];
@@ -77,10 +80,21 @@ bool post(SharedEp& sep, CtrlRx* rx) {
   return true;
 }
 
-void drop(SharedEp& sep, const char* fmt_why, uint32_t id, uint8_t kind) {
+// A message is dropped. What a working peer may cause (a message for a comm that closed or is
+// closing) is an INFO line; what breaks the protocol (a peer that is broken, stale or hostile) is a
+// WARN: the first 16 of an endpoint, then one at each power of two, with the count.
+void drop(SharedEp& sep, const char* why, uint32_t id, uint8_t kind, bool violation = true) {
   CtrlPool& p = *sep.pools[0];
-  if (p.dropped++ < 8)
-    NF_INFO(kSubsysNet, "a control message (kind %u) for comm %u dropped: %s", kind, id, fmt_why);
+  const uint64_t n = ++p.dropped;
+  if (!violation) {
+    if (n <= 8)
+      NF_INFO(kSubsysNet, "a control message (kind %u) for comm %u dropped: %s", kind, id, why);
+    return;
+  }
+  const uint64_t w = ++sep.ctrl_bad;
+  if (w <= 16 || (w & (w - 1)) == 0)
+    NF_WARN("ignored a control message (kind %u) for comm %u: %s (%llu ignored on %s so far)", kind,
+            id, why, static_cast<unsigned long long>(w), sep.ep->domain().name().c_str());
 }
 
 // Copies a handshake message into the comm's handshake buffer and completes its receive.
@@ -103,12 +117,16 @@ bool route(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
   const uint8_t kind = ctrl_kind(h);
   SharedEp& sep = *c.sep;
   if (c.closing) {
-    drop(sep, "its comm is closing", c.id, kind);
+    drop(sep, "its comm is closing", c.id, kind, false);
     return false;
   }
   // Every message but a ConnectMsg comes from the peer comm this one knows.
-  if (kind != kCtrlConnect && c.peer_id != 0 && ctrl_src(h) != c.peer_id) {
+  if (kind != kCtrlConnect && c.peer_id != 0 && !rx->compact && ctrl_src(h) != c.peer_id) {
     drop(sep, "it comes from another comm than this one's peer", c.id, kind);
+    return false;
+  }
+  if (rx->compact && !c.compact_eager) {
+    drop(sep, "a compact eager message on a connection that did not grant them", c.id, kind);
     return false;
   }
   ++c.events;
@@ -134,6 +152,22 @@ bool route(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
   }
   // Not ready for it yet: the handshake's receive is not posted, or the protocol not set up (a
   // clear-to-send or eager message may overtake the handshake's reply).
+  if (c.role == CommRole::kListen) {
+    // Only the peer it accepted (its reply is on the way) sends a listen comm anything but a
+    // connect; connects wait, a few of them, to be refused or accepted one at a time.
+    if (kind != kCtrlConnect && c.peer_id == 0) {
+      drop(sep, "a message before any peer was accepted", c.id, kind);
+      return false;
+    }
+    if (kind == kCtrlConnect) {
+      size_t pending = 0;
+      for (const CtrlRx* s : c.stash) pending += ctrl_kind(s->hdr) == kCtrlConnect;
+      if (pending >= kMaxPendingConnects) {
+        drop(sep, "16 connects already wait for this listen comm", c.id, kind);
+        return false;
+      }
+    }
+  }
   if (c.stash.size() >= kMaxStash) {
     // Dropping it would leave the transfer it belongs to waiting forever: the connection fails.
     comm_fail(c, Status::kRemoteError,
@@ -157,7 +191,11 @@ void lost(SharedEp& sep, CtrlRx* rx, const CqError& err) {
       ctrl_kind(h) != kCtrlProbe) {
     const uint32_t id = ctrl_dst(h);
     Comm* c = id < sep.by_id.size() ? sep.by_id[id] : nullptr;
-    if (c != nullptr && c->established) comm_fail(*c, Status::kRemoteError, why.c_str());
+    // Only from the comm's own peer: another sender cannot fail it with an oversized message.
+    if (c != nullptr && c->established && ctrl_src(h) == c->peer_id)
+      comm_fail(*c, Status::kRemoteError, why.c_str());
+    else
+      drop(sep, ("a message that failed to land (" + err.text + ")").c_str(), id, ctrl_kind(h));
     return;
   }
   if (rx->rail != 0) {
@@ -281,11 +319,19 @@ void ctrl_rx_done(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const C
   rx->len = e->len;
   CtrlHdr h;
   std::string why;
-  if (!decode_ctrl_hdr(rx->buf, rx->len, &h, &why)) {
-    if (sep.ctrl_bad++ == 0) NF_WARN("ignored a malformed control message: %s", why.c_str());
+  rx->compact = rx->rail == 0 && is_compact_eager(e->flags, e->data);
+  if (rx->compact) {
+    // Its header is the CQ data (the sending comm: the peer of the comm it names, route()).
+    h = ctrl_hdr(kCtrlEager, static_cast<uint32_t>(e->data >> 32), 0,
+                 static_cast<int32_t>((e->data >> 16) & 0xffffu),
+                 static_cast<uint32_t>(e->data & 0xffffu));
+  } else if (!decode_ctrl_hdr(rx->buf, rx->len, &h, &why)) {
+    drop(sep, why.c_str(), ctrl_dst(*reinterpret_cast<const CtrlHdr*>(rx->buf)),
+         ctrl_kind(*reinterpret_cast<const CtrlHdr*>(rx->buf)));
     ctrl_release(sep, rx);
     return;
   }
+  rx->hdr = h;
   if (ctrl_kind(h) == kCtrlProbe) {
     live_on_probe(sep, rx->payload(), rx->plen());
     ctrl_release(sep, rx);
@@ -294,7 +340,11 @@ void ctrl_rx_done(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const C
   const uint32_t id = ctrl_dst(h);
   Comm* c = id < sep.by_id.size() ? sep.by_id[id] : nullptr;
   if (c == nullptr) {
-    drop(sep, "no such comm (closed, or never opened here)", id, ctrl_kind(h));
+    // An id this endpoint gave out belongs to a comm that closed (its peer may not know yet).
+    drop(
+        sep,
+        id != 0 && id < sep.next_id ? "its comm closed" : "no comm of that id was ever opened here",
+        id, ctrl_kind(h), id == 0 || id >= sep.next_id);
     ctrl_release(sep, rx);
     return;
   }
@@ -308,10 +358,8 @@ void ctrl_replay(Comm& c) {
   SharedEp& sep = *c.sep;
   for (size_t i = 0; i < todo.size(); ++i) {
     CtrlRx* rx = todo[i];
-    CtrlHdr h;
-    memcpy(&h, rx->buf, sizeof(h));
     rx->held = false;
-    if (!route(c, h, rx)) ctrl_release(sep, rx);
+    if (!route(c, rx->hdr, rx)) ctrl_release(sep, rx);
   }
 }
 

@@ -111,9 +111,13 @@ Status MrCache::acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_acces
     }
   }
   // Register: host memory by whole pages (its neighbours in those pages then share it); CUDA
-  // memory likewise but within its allocation; a DMA-BUF exactly as given.
+  // memory likewise but within its allocation; a DMA-BUF exactly as given. Host memory that peers
+  // may write into exactly as given too: a peer's write may reach whatever the key covers, and
+  // the bytes around NCCL's buffer in its first and last page are not NCCL's to offer (a hostile
+  // peer's write to them was accepted before: tests/plugin/test_hostile.cpp).
   uintptr_t start = b, end = b + len;
-  if (spec.dmabuf_fd < 0 && len > 0 && !exact) {
+  const bool peers_write = !cuda && (remote_access & FI_REMOTE_WRITE) != 0;
+  if (spec.dmabuf_fd < 0 && len > 0 && !exact && !peers_write) {
     start = b & ~(kPage - 1);
     end = (b + len + kPage - 1) & ~(kPage - 1);
     if (cuda && info.alloc_size > 0) {

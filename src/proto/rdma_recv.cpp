@@ -99,6 +99,10 @@ bool find_buffer(RdmaState& rd, int32_t tag, uint32_t index, Request** out, int*
 // How far ahead of the receiver's posted buffers a sender may be (messages of one tag): an
 // eager message further ahead is not held (it would keep a control buffer forever) but refused.
 constexpr uint32_t kMaxAhead = 1u << 16;
+// Eager messages one connection may keep waiting in control buffers (the endpoint holds at most
+// 4096 for all of its connections): NCCL's proxy is never more than a few steps ahead, so more is
+// a broken or hostile peer, which would otherwise starve every other connection of buffers.
+constexpr size_t kMaxHeld = 512;
 
 // Whether the receiver has yet to post buffer `index` of `tag` (indices wrap).
 bool not_posted_yet(RdmaState& rd, int32_t tag, uint32_t index) {
@@ -227,14 +231,9 @@ void on_notice(Comm& c, const CtrlHdr& h, const CtrlRx* b) {
   const int32_t tag = h.tag;
   const uint32_t index = h.index;
   NoticeMsg m;
-  if (b->plen() != sizeof(m)) {
-    RDMA_LOG(c, "a notice of %zu bytes from %s (expected %zu): ignored", b->plen(),
-             c.peer_name.c_str(), sizeof(m));
-    return;
-  }
-  memcpy(&m, b->payload(), sizeof(m));
-  if (m.magic != kNoticeMagic || (m.kind != kNoticeRts && m.kind != kNoticeTooLarge)) {
-    RDMA_LOG(c, "a malformed notice from %s: ignored", c.peer_name.c_str());
+  std::string why;
+  if (!decode_notice(b->payload(), b->plen(), &m, &why)) {
+    RDMA_LOG(c, "a malformed notice from %s (%s): ignored", c.peer_name.c_str(), why.c_str());
     return;
   }
   Request* r = nullptr;
@@ -265,7 +264,8 @@ bool rdma_on_eager(Comm& c, const CtrlHdr& h, CtrlRx* b) {
     return false;
   }
   const int32_t tag = h.tag;
-  const uint32_t index = h.index;
+  // A compact message carries the index's low 16 bits: completed from the buffers posted so far.
+  const uint32_t index = b->compact ? compact_index(h.index, rd.posted.count(tag)) : h.index;
   Request* r = nullptr;
   int i = 0;
   if (find_buffer(rd, tag, index, &r, &i)) {
@@ -276,6 +276,12 @@ bool rdma_on_eager(Comm& c, const CtrlHdr& h, CtrlRx* b) {
              "posted (at most %u): the connection fails",
              index, tag, c.peer_name.c_str(), index - rd.posted.count(tag), kMaxAhead);
     comm_fail(c, Status::kRemoteError, "a peer's message far ahead of every receive");
+  } else if (not_posted_yet(rd, tag, index) && rd.held.size() >= kMaxHeld) {
+    RDMA_LOG(c,
+             "%s has %zu eager messages waiting for receives not posted yet (at most %zu per "
+             "connection): the connection fails",
+             c.peer_name.c_str(), rd.held.size(), kMaxHeld);
+    comm_fail(c, Status::kRemoteError, "a peer's eager messages far ahead of the receives");
   } else if (not_posted_yet(rd, tag, index)) {
     // Its receive is not posted yet: the message waits in this control buffer (the endpoint
     // posts another in its place).

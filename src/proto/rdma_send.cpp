@@ -120,9 +120,10 @@ void mark_sent(RdmaState& rd, SendGroup* g, int i) {
 // once, 15-20 % at 2 MiB). At 100 ms it is at most ten small messages a second per connection.
 constexpr uint64_t kRtsDelayNs = 100000000;
 
-// Messages up to this size go with fi_inject, copied behind their header on the stack (the
-// provider copies them anyway); larger ones as two pieces (header, NCCL's buffer) with fi_sendv.
-constexpr size_t kInjectCopyMax = 1024;
+// Messages up to this size (and the provider's inject size) go with fi_inject, copied behind their
+// header on the stack (the provider copies them anyway); larger ones as two pieces (header,
+// NCCL's buffer) with fi_sendv.
+constexpr size_t kInjectCopyMax = 4096;
 
 // One eager message of NCCL's: the control header (in the request's slot) and NCCL's buffer, as
 // one untagged message into the receiver's control pool. *out stays NULL when the provider pushed
@@ -137,8 +138,20 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
   const CtrlHdr h = ctrl_hdr(kCtrlEager, c.peer_id, c.id, tag, index + rd.eager_skew);
   const size_t total = kCtrlHdrSize + size;
   ssize_t rc;
-  const bool inject = total <= kInjectCopyMax && can_inject(c, total, mh);
-  if (inject) {
+  const bool compact = c.compact_eager && tag >= 0 && tag <= kCompactTagMax && rd.eager_skew == 0;
+  bool inject;
+  if (compact) {
+    // NCCL's buffer alone, in one piece; the header in the CQ data.
+    const uint64_t cqd = compact_eager_data(c.peer_id, tag, index);
+    inject = can_inject(c, size, mh);
+    static uint8_t empty;
+    void* buf = size > 0 ? data : &empty;
+    if (inject)
+      rc = fi_injectdata(c.ep->ep(), buf, size, cqd, c.peer);
+    else
+      rc = fi_senddata(c.ep->ep(), buf, size, mh != nullptr ? mh->reg.desc : nullptr, cqd, c.peer,
+                       &r->ops[0]);
+  } else if ((inject = total <= kInjectCopyMax && can_inject(c, total, mh))) {
     alignas(8) uint8_t tmp[kInjectCopyMax];
     memcpy(tmp, &h, kCtrlHdrSize);
     if (size > 0) memcpy(tmp + kCtrlHdrSize, data, size);
@@ -156,8 +169,10 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
       c.st.eagain.add();
       return comm_progress(c);
     }
-    return fi_fail(inject ? "fi_inject(eager)" : "fi_sendv(eager)", static_cast<int>(rc),
-                   c.peer_name.c_str());
+    return fi_fail(compact  ? (inject ? "fi_injectdata(eager)" : "fi_senddata(eager)")
+                   : inject ? "fi_inject(eager)"
+                            : "fi_sendv(eager)",
+                   static_cast<int>(rc), c.peer_name.c_str());
   }
   if (inject) {
     r->state = ReqState::kDone;

@@ -126,6 +126,10 @@ const ParamDef kDefs[kParamCount] = {
      "which fabric of a provider that lists libfabric 2.1's efa-direct: auto (efa-direct where it "
      "grants RMA writes with remote CQ data and the protocol needs no tagged messages, else efa), "
      "efa, or efa-direct (fail without it)"},
+    {ParamId::kCompactEager, "NCCL_FABRIC_COMPACT_EAGER", ParamType::kBool, "1", 0, 1,
+     "RDMA protocol: a receiver grants compact eager messages (NCCL's payload alone, one piece, "
+     "its header in 8 bytes of remote CQ data) where the provider carries 8 bytes (tcp;ofi_rxm, "
+     "shm; not EFA's 4); 0: every eager message carries its 16-byte header"},
 };
 
 // String parameters that take one of a fixed set of values.

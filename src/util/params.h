@@ -54,6 +54,7 @@ enum class ParamId : int {
   kNetAttr,
   kEarlyCompletion,
   kEfaFabric,
+  kCompactEager,
   kCount
 };
 

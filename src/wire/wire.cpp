@@ -165,6 +165,12 @@ bool decode_proto(const ProtoInfo& p, size_t main_addr_len, std::string* why) {
     *why = fmt("rail count %llu out of range (1..%llu)", p.nrails, kMaxRails);
     return false;
   }
+  // Rail addresses are read with this length, whatever the caller passed as the main address's
+  // (an ack names its own: tests/fuzz/regress/ack/, tests/fuzz/regress/proto/).
+  if (p.addr_len == 0 || p.addr_len > kMaxAddrLen) {
+    *why = fmt("rail address length %llu out of range (1..%llu)", p.addr_len, kMaxAddrLen);
+    return false;
+  }
   if (p.addr_len != main_addr_len) {
     *why = fmt("rail address length %llu differs from the main address's %llu", p.addr_len,
                main_addr_len);
@@ -319,6 +325,28 @@ bool decode_probe(const void* in, size_t len, ProbeMsg* out, std::string* why) {
            std::to_string(len) + " bytes";
     return false;
   }
+  // A pong names no address: its fixed part alone (found by tests/fuzz/fuzz_probe.cpp).
+  if (out->kind == kProbePong && (out->addr_len != 0 || len != kProbeFixed)) {
+    *why = "a pong of " + std::to_string(len) + " bytes with address length " +
+           std::to_string(out->addr_len) + " (a pong is " + std::to_string(kProbeFixed) +
+           " bytes, no address)";
+    return false;
+  }
+  return true;
+}
+
+bool decode_notice(const void* in, size_t len, NoticeMsg* out, std::string* why) {
+  NoticeMsg m;
+  if (len != sizeof(m)) {
+    *why = fmt("a notice of %llu bytes (expected %llu)", len, sizeof(m));
+    return false;
+  }
+  memcpy(&m, in, sizeof(m));
+  if (m.magic != kNoticeMagic || (m.kind != kNoticeRts && m.kind != kNoticeTooLarge)) {
+    *why = fmt("a malformed notice (magic 0x%08llx, kind %llu)", m.magic, m.kind);
+    return false;
+  }
+  *out = m;
   return true;
 }
 

@@ -93,6 +93,10 @@ inline uint64_t message_limit(uint64_t provider_max) {
 constexpr uint32_t kProtoMagic = 0x544f5250u;
 constexpr uint8_t kProtoSendRecv = 0x1;  // protocol bits of ProtoInfo::protocols
 constexpr uint8_t kProtoRdma = 0x2;
+// ProtoInfo::flags of an ack: the listener takes compact eager messages (no header; its fields in
+// 8 bytes of remote CQ data: docs/protocol.md, "Compact eager messages"). A peer that predates the
+// flag sends 0 here and never sees a compact message.
+constexpr uint32_t kProtoFlagCompactEager = 0x1;
 
 // What each side of a connection offers (ConnectMsg) and what the listener chose (AckMsg).
 struct ProtoInfo {
@@ -101,7 +105,7 @@ struct ProtoInfo {
   uint8_t nrails;      // connect: rails the connector has; ack: rails used (the smaller count)
   uint16_t addr_len;   // of each rail address
   uint32_t eager_max;  // ack: largest eager message the receiver takes (0: none); connect: 0
-  uint32_t reserved0;
+  uint32_t flags;      // ack: kProtoFlag* the listener grants; connect: 0
   uint8_t rail_addr[kMaxRails - 1][kMaxAddrLen];  // rails 1..3 (rail 0's is the main address)
   uint8_t reserved1[12];
   uint32_t checksum;  // FNV-1a over every byte before it
@@ -244,7 +248,7 @@ struct CtsWire {
 // returns the length, cts_size(m.h.n, m.h.nrails). m.h.n and m.h.nrails must be in range.
 size_t encode_cts(const CtsMsg& m, void* out);
 // What can be checked without the connection: a header (magic, version), n in 1..8, nrails in
-// 1..4, len exactly cts_size(n, nrails), gen at most 63, reserved fields 0, and in every entry
+// 1..4, len exactly cts_size(n, nrails), gen at most kMaxGen, reserved fields 0, and in every entry
 // addr + size not wrapping. Fills *out (keys beyond nrails 0) only when everything holds.
 bool decode_cts(const void* in, size_t len, CtsMsg* out, std::string* why);
 
@@ -262,6 +266,9 @@ struct NoticeMsg {
   uint64_t size;  // the message's length
 };
 static_assert(sizeof(NoticeMsg) == 16, "wire layout");
+// Checks a received notice of `len` bytes: exactly sizeof(NoticeMsg), our magic, a known kind (its
+// size may be anything). Writes *out only when it holds; false with *why otherwise.
+bool decode_notice(const void* in, size_t len, NoticeMsg* out, std::string* why);
 
 // The remote CQ data of each RDMA write: 4 bytes (EFA's limit). Where the provider offers 8 bytes
 // of CQ data, the upper 4 carry the write's length, because fi_cq promises a length only for
@@ -305,7 +312,9 @@ struct ProbeMsg {
 };
 constexpr size_t kProbeFixed = 24;  // a pong is this long, a ping this plus addr_len
 static_assert(sizeof(ProbeMsg) == kProbeFixed + kMaxAddrLen, "wire layout");
-// Checks a received probe of `len` bytes; false with *why on anything malformed.
+// Checks a received probe of `len` bytes: our magic and version, a known kind; a ping is
+// kProbeFixed + addr_len bytes (addr_len 1..kMaxAddrLen), a pong kProbeFixed bytes with addr_len 0.
+// False with *why on anything malformed.
 bool decode_probe(const void* in, size_t len, ProbeMsg* out, std::string* why);
 
 }  // namespace nf

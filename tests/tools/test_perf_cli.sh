@@ -35,12 +35,12 @@ show() { sed 's/^/    | /' "$1" | head -n 40; }
 
 # run NAME EXPECTED_RC PATTERN ARGS...: runs the tool (bounded), checks the exit status and that
 # stdout+stderr match PATTERN (an extended regex; '' for any). RUN_PATH, when set, is the tool's
-# PATH.
+# PATH; RUN_ENV, when set, NAME=VALUE words added to its environment.
 run() {
   local name=$1 want=$2 pattern=$3
   shift 3
   local out="$TMP/out.txt" rc
-  "$TIMEOUT" 120 env ${RUN_PATH:+"PATH=$RUN_PATH"} "$TOOL" "$@" > "$out" 2>&1
+  "$TIMEOUT" 120 env ${RUN_PATH:+"PATH=$RUN_PATH"} ${RUN_ENV:+$RUN_ENV} "$TOOL" "$@" > "$out" 2>&1
   rc=$?
   if [ "$rc" -ne "$want" ]; then
     failed "$name: exit status $rc, expected $want ($TOOL $*)"
@@ -190,6 +190,14 @@ fi
 run "an older ABI (--abi 7), plugin only" 0 '^  bw +64 KiB' --plugin "$PLUGIN" \
     --provider "$PROVIDER" --abi 7 --no-raw -t lat,bw -b 64K -n 10 -w 1 -r 1 -c --timeout 30
 grep -q 'ncclNet v7' "$TMP/out.txt" || failed "--abi 7 header does not say ncclNet v7"
+# Compact eager messages (docs/protocol.md): granted where the provider carries 8 bytes of CQ
+# data (tcp;ofi_rxm), and not when NCCL_FABRIC_COMPACT_EAGER=0; both move checked data.
+RUN_ENV=NCCL_DEBUG=INFO run "compact eager messages granted on tcp;ofi_rxm" 0 'eager up to 8192 B, compact' \
+    --plugin "$PLUGIN" --provider "$PROVIDER" --protocol rdma --no-raw -c -t lat -b 4K -e 4K \
+    -n 20 -w 1 -r 1 --timeout 30
+RUN_ENV="NCCL_DEBUG=INFO NCCL_FABRIC_COMPACT_EAGER=0" run "compact eager messages refused with NCCL_FABRIC_COMPACT_EAGER=0" 0 \
+    'eager up to 8192 B$' --plugin "$PLUGIN" --provider "$PROVIDER" --protocol rdma --no-raw -c \
+    -t lat -b 4K -e 4K -n 20 -w 1 -r 1 --timeout 30
 run "--raw-only needs no plugin" 0 '^  lat +1 KiB' --raw-only --plugin "$TMP/no-such-plugin.so" \
     --provider "$PROVIDER" -b 1K -n 10 -w 1 -r 1 --timeout 30
 
