@@ -190,14 +190,13 @@ bool Hostile::wait_tx(int timeout_ms) {
   return true;
 }
 
-bool Hostile::send(fi_addr_t to, const void* bytes, size_t len, bool with_data, uint64_t data) {
+bool Hostile::post_and_wait(const void* bytes, size_t len, const std::function<ssize_t()>& op) {
   if (len > tx_.size()) return false;
   memcpy(tx_.data(), bytes, len);
   const int errors = send_errors;
   const auto start = Clock::now();
   for (;;) {
-    const ssize_t rc = with_data ? fi_senddata(ep_, tx_.data(), len, tx_desc_, data, to, &tx_ctx_)
-                                 : fi_send(ep_, tx_.data(), len, tx_desc_, to, &tx_ctx_);
+    const ssize_t rc = op();
     if (rc == 0) break;
     if (rc != -FI_EAGAIN || expired(start, 10000)) {
       last_error = fi_strerror(static_cast<int>(-rc));
@@ -208,6 +207,13 @@ bool Hostile::send(fi_addr_t to, const void* bytes, size_t len, bool with_data, 
   }
   ++tx_pending_;
   return wait_tx(10000) && send_errors == errors;
+}
+
+bool Hostile::send(fi_addr_t to, const void* bytes, size_t len, bool with_data, uint64_t data) {
+  return post_and_wait(bytes, len, [&]() {
+    return with_data ? fi_senddata(ep_, tx_.data(), len, tx_desc_, data, to, &tx_ctx_)
+                     : fi_send(ep_, tx_.data(), len, tx_desc_, to, &tx_ctx_);
+  });
 }
 
 bool Hostile::send_ctrl(fi_addr_t to, const CtrlHdr& h, const void* body, size_t len) {
@@ -219,22 +225,9 @@ bool Hostile::send_ctrl(fi_addr_t to, const CtrlHdr& h, const void* body, size_t
 
 bool Hostile::write(fi_addr_t to, const void* src, size_t len, uint64_t raddr, uint64_t key,
                     uint64_t imm) {
-  if (len > tx_.size()) return false;
-  memcpy(tx_.data(), src, len);
-  const int errors = send_errors;
-  const auto start = Clock::now();
-  for (;;) {
-    const ssize_t rc = fi_writedata(ep_, tx_.data(), len, tx_desc_, imm, to, raddr, key, &tx_ctx_);
-    if (rc == 0) break;
-    if (rc != -FI_EAGAIN || expired(start, 10000)) {
-      last_error = fi_strerror(static_cast<int>(-rc));
-      return false;
-    }
-    poll();
-    if (poke) poke();
-  }
-  ++tx_pending_;
-  return wait_tx(10000) && send_errors == errors;
+  return post_and_wait(src, len, [&]() {
+    return fi_writedata(ep_, tx_.data(), len, tx_desc_, imm, to, raddr, key, &tx_ctx_);
+  });
 }
 
 bool Hostile::region(size_t len, Region* out, std::string* err) {

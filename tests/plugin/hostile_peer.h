@@ -87,6 +87,8 @@ class Hostile {
   bool reg(void* buf, size_t len, uint64_t access, fid_mr** mr, void** desc, std::string* err);
   void post(Rx* rx);
   bool wait_tx(int timeout_ms);
+  // Copies `bytes` into the send buffer, posts `op` (retried on -FI_EAGAIN) and waits for it.
+  bool post_and_wait(const void* bytes, size_t len, const std::function<ssize_t()>& op);
 
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;

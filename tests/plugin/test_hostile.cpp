@@ -323,41 +323,31 @@ int attacks_on_receiver(nfc::NetPlugin& p, bool wide_imm) {
 
   // 4. An eager message far ahead of every receive fails the connection (it would hold a control
   // buffer forever); so do more than 512 held at once.
-  if (fresh(&rc, &c) != 0) return 1;
-  {
-    CHILD_CHECK(eager(h, c, 4, 1u << 20, junk.data(), 10), "send");
+  // What the peer sent fails the connection: a receive posted now (with a tag the peer did not
+  // use: it waits) fails, or irecv itself does. Then the comm is closed.
+  auto fails_comm = [&](const char* what) -> int {
     Recv r(100);
     h.pump(20);
+    CHILD_CHECK(p.reg_mr(rc, r.g.buf(), 100, NCCL_PTR_HOST, &r.mh) == ncclSuccess, "regMr");
     void* data[1] = {r.g.buf()};
     size_t caps[1] = {100};
-    int tags[1] = {4};
-    CHILD_CHECK(p.reg_mr(rc, r.g.buf(), 100, NCCL_PTR_HOST, &r.mh) == ncclSuccess, "regMr");
+    int tags[1] = {55};
     void* mhs[1] = {r.mh};
     void* req = nullptr;
     const ncclResult_t res = p.irecv(rc, 1, data, caps, tags, mhs, &req);
     CHILD_CHECK(res != ncclSuccess || (req != nullptr && outcome(p, req, 10000) == -1),
-                "a message far ahead did not fail the connection");
+                "%s: the connection did not fail", what);
     CHILD_CHECK(r.g.intact(), "canaries");
     p.dereg_mr(rc, r.mh);
     p.close_recv(rc);
-  }
+    return 0;
+  };
   if (fresh(&rc, &c) != 0) return 1;
-  {
-    for (uint32_t i = 0; i < 600; ++i) CHILD_CHECK(eager(h, c, 5, i, junk.data(), 16), "send");
-    Recv r(100);
-    h.pump(20);
-    void* data[1] = {r.g.buf()};
-    size_t caps[1] = {100};
-    int tags[1] = {55};  // a tag none of them has: the receive waits until the comm fails
-    CHILD_CHECK(p.reg_mr(rc, r.g.buf(), 100, NCCL_PTR_HOST, &r.mh) == ncclSuccess, "regMr");
-    void* mhs[1] = {r.mh};
-    void* req = nullptr;
-    const ncclResult_t res = p.irecv(rc, 1, data, caps, tags, mhs, &req);
-    CHILD_CHECK(res != ncclSuccess || (req != nullptr && outcome(p, req, 10000) == -1),
-                "600 eager messages held: the connection did not fail");
-    p.dereg_mr(rc, r.mh);
-    p.close_recv(rc);
-  }
+  CHILD_CHECK(eager(h, c, 4, 1u << 20, junk.data(), 10), "send");
+  if (fails_comm("an eager message 2^20 ahead") != 0) return 1;
+  if (fresh(&rc, &c) != 0) return 1;
+  for (uint32_t i = 0; i < 600; ++i) CHILD_CHECK(eager(h, c, 5, i, junk.data(), 16), "send");
+  if (fails_comm("600 eager messages held") != 0) return 1;
   if (legit_transfer(p, sc2, rc2, round++) != 0) return 1;
 
   // 5. A message longer than any control buffer: the comm it names fails (or it is ignored);
