@@ -98,6 +98,18 @@ start_pair() {  # protocol [extra env]
   T0=$(date +%s.%N)
 }
 
+# Waits (up to 30 s) until rank 0 has printed its table header, which it does once both sides
+# are connected and registered, right before the first transfer, then 0.5 s more: a fault meant
+# for the middle of a transfer lands there however long the start took. (A fixed 1.5 s after the
+# start was not enough on a loaded 2-core machine: the plugins' start alone takes about 1.2 s.)
+started() {
+  local n=0
+  while ! grep -q '^# test ' "$WORK/a.log" 2> /dev/null && [ "$n" -lt 300 ] && kill -0 "$RA" 2> /dev/null; do
+    sleep 0.1; n=$((n + 1))
+  done
+  sleep 0.5
+}
+
 # Waits for pid (a child of this shell) up to $2 seconds; sets WF_RC to its exit status (124 on
 # timeout, after killing it). Not run in $( ): a subshell cannot wait for its parent's children.
 wait_for() {
@@ -269,20 +281,20 @@ for proto in sendrecv rdma; do
   start_pair "$proto"; finish "none (long run, the baseline of the rows below)" "$proto" ok 120
   BASE=$(elapsed)
   # Link down for 3 s mid-transfer: TCP retransmits; the job recovers.
-  start_pair "$proto"; sleep 1.5
+  start_pair "$proto"; started
   ip -n "$NA" link set "$VA" down; sleep 3; ip -n "$NA" link set "$VA" up
   finish "link down 3 s mid-transfer" "$proto" either 180
 
   # Link down for good: both sides fail within the bound (peer timeout, detection, exit).
-  start_pair "$proto"; sleep 1.5
+  start_pair "$proto"; started
   ip -n "$NA" link set "$VA" down; mark_fault
   finish "link down for good" "$proto" fail $((PEER_TIMEOUT + 20))
   ip -n "$NA" link set "$VA" up
 
-  start_pair "$proto"; sleep 1.5; kill -9 "$(tool_pid "$RB")"; mark_fault
+  start_pair "$proto"; started; kill -9 "$(tool_pid "$RB")"; mark_fault
   VICTIM_RC=137 finish "kill -9 of rank 1" "$proto" fail $((PEER_TIMEOUT + 20))
 
-  start_pair "$proto"; sleep 1.5; kill -9 "$(tool_pid "$RA")"; mark_fault
+  start_pair "$proto"; started; kill -9 "$(tool_pid "$RA")"; mark_fault
   # Rank 0 is the one killed: the survivor is rank 1.
   wait_for "$RB" $((PEER_TIMEOUT + 20)); rb=$WF_RC; t=$(elapsed); wait "$RA" 2> /dev/null
   if [ "$rb" != 0 ] && [ "$rb" -lt 128 ]; then
@@ -293,11 +305,11 @@ for proto in sendrecv rdma; do
     tail -n 30 "$WORK/b.log"; FAILS=$((FAILS + 1))
   fi
 
-  start_pair "$proto"; sleep 1.5; P1=$(tool_pid "$RB"); kill -STOP "$P1"; mark_fault; sleep $((PEER_TIMEOUT + 3))
+  start_pair "$proto"; started; P1=$(tool_pid "$RB"); kill -STOP "$P1"; mark_fault; sleep $((PEER_TIMEOUT + 3))
   kill -CONT "$P1"  # it wakes to a peer that gave up on it: it must fail too, not hang
   finish "SIGSTOP of rank 1 for $((PEER_TIMEOUT + 3)) s" "$proto" fail $((PEER_TIMEOUT + 20))
 
-  start_pair "$proto"; sleep 1.5; P1=$(tool_pid "$RB"); kill -STOP "$P1"; sleep 1; kill -CONT "$P1"
+  start_pair "$proto"; started; P1=$(tool_pid "$RB"); kill -STOP "$P1"; sleep 1; kill -CONT "$P1"
   finish "SIGSTOP of rank 1 for 1 s" "$proto" ok 180
 
   ITERS=60
