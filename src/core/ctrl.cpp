@@ -205,6 +205,14 @@ void lost(SharedEp& sep, CtrlRx* rx, const CqError& err) {
               err.text.c_str());
     return;
   }
+  if (err.err == FI_ETRUNC) {
+    // Longer than a control buffer: no message of this protocol is (every kind has a fixed bound,
+    // eager messages the receiver's own), so it came from a broken or hostile sender, and
+    // libfabric 2.1's tcp;ofi_rxm leaves none of it in the buffer to say which: ignored. Failing
+    // every connection here would let any sender end them all with one long message.
+    drop(sep, ("a message longer than any control message (" + err.text + ")").c_str(), 0, 0);
+    return;
+  }
   NF_WARN(
       "%s on %s, for a comm it does not name: every connection on the endpoint that takes "
       "control messages fails",
