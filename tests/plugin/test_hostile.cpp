@@ -158,6 +158,22 @@ struct Recv {
   }
 };
 
+// Waits for the plugin's next clear-to-send and decodes it.
+int await_cts(Hostile& h, CtsMsg* cts) {
+  Hostile::Msg m;
+  CHILD_CHECK(h.wait_msg(nf::kCtrlCts, &m, 10000), "no clear-to-send");
+  std::string why;
+  CHILD_CHECK(
+      nf::decode_cts(m.b.data() + nf::kCtrlHdrSize, m.b.size() - nf::kCtrlHdrSize, cts, &why),
+      "the plugin's CTS: %s", why.c_str());
+  return 0;
+}
+
+// The CQ data of a write of `len` bytes: the immediate, and with 8 bytes of CQ data the length.
+uint64_t write_data(bool wide_imm, uint64_t len, uint64_t imm) {
+  return wide_imm ? (len << 32) | imm : imm;
+}
+
 // Group A: the plugin receives from the hostile peer.
 int attacks_on_receiver(nfc::NetPlugin& p, bool wide_imm) {
   Hostile h;
@@ -266,19 +282,14 @@ int attacks_on_receiver(nfc::NetPlugin& p, bool wide_imm) {
     const size_t size = 100000;  // above the eager limit: a clear-to-send comes
     Recv r(size);
     if (r.post(p, rc, 3) != 0) return 1;
-    Hostile::Msg m;
-    CHILD_CHECK(h.wait_msg(nf::kCtrlCts, &m, 10000), "no clear-to-send");
     CtsMsg cts;
-    std::string why;
-    CHILD_CHECK(
-        nf::decode_cts(m.b.data() + nf::kCtrlHdrSize, m.b.size() - nf::kCtrlHdrSize, &cts, &why),
-        "the plugin's CTS: %s", why.c_str());
+    if (await_cts(h, &cts) != 0) return 1;
     CHILD_CHECK(cts.h.n == 1 && cts.e[0].size == size, "the CTS names the buffer");
     fill(junk.data(), 4000, 2, 4);
     const uint64_t imm_wrong_slot = nf::imm_encode((cts.h.slot + 1) & 0xffff, 0, 1, cts.h.gen);
     const uint64_t imm_wrong_gen = nf::imm_encode(cts.h.slot, 0, 1, (cts.h.gen + 1) & nf::kMaxGen);
     for (uint64_t imm : {imm_wrong_slot, imm_wrong_gen}) {
-      const uint64_t d = wide_imm ? (uint64_t{4000} << 32) | imm : imm;
+      const uint64_t d = write_data(wide_imm, 4000, imm);
       h.write(c.peer, junk.data(), 4000, cts.e[0].addr, cts.e[0].key[0], d);
     }
     h.pump(20);
@@ -287,7 +298,7 @@ int attacks_on_receiver(nfc::NetPlugin& p, bool wide_imm) {
     if (wide_imm) {
       const uint64_t imm = nf::imm_encode(cts.h.slot, 0, 1, cts.h.gen);
       h.write(c.peer, junk.data(), 4000, cts.e[0].addr, cts.e[0].key[0],
-              (uint64_t{size + 5000} << 32) | imm);
+              write_data(true, size + 5000, imm));
       CHILD_CHECK(outcome(p, r.req, 10000, nullptr, &h) == -1,
                   "a write claiming more than the buffer: the receive did not fail");
     } else {
@@ -301,13 +312,10 @@ int attacks_on_receiver(nfc::NetPlugin& p, bool wide_imm) {
     // A write naming a buffer the receive does not have (entry 5 of a group of 1) fails it.
     Recv r2(size);
     if (r2.post(p, rc, 3) != 0) return 1;
-    CHILD_CHECK(h.wait_msg(nf::kCtrlCts, &m, 10000), "no clear-to-send");
-    CHILD_CHECK(
-        nf::decode_cts(m.b.data() + nf::kCtrlHdrSize, m.b.size() - nf::kCtrlHdrSize, &cts, &why),
-        "the plugin's CTS: %s", why.c_str());
+    if (await_cts(h, &cts) != 0) return 1;
     const uint64_t imm5 = nf::imm_encode(cts.h.slot, 5, 1, cts.h.gen);
     h.write(c.peer, junk.data(), 4000, cts.e[0].addr, cts.e[0].key[0],
-            wide_imm ? (uint64_t{4000} << 32) | imm5 : imm5);
+            write_data(wide_imm, 4000, imm5));
     const int res5 = outcome(p, r2.req, 10000, nullptr, &h);
     CHILD_CHECK(res5 == -1,
                 "a write naming a buffer the receive does not have: it did not fail (%d; CTS slot "
@@ -376,18 +384,13 @@ int attacks_on_receiver(nfc::NetPlugin& p, bool wide_imm) {
     const size_t size = 100000;
     Recv r(size);
     if (r.post(p, rc, 3) != 0) return 1;
-    Hostile::Msg m;
-    CHILD_CHECK(h.wait_msg(nf::kCtrlCts, &m, 10000), "no clear-to-send");
     CtsMsg cts;
-    std::string why;
-    CHILD_CHECK(
-        nf::decode_cts(m.b.data() + nf::kCtrlHdrSize, m.b.size() - nf::kCtrlHdrSize, &cts, &why),
-        "the plugin's CTS: %s", why.c_str());
+    if (await_cts(h, &cts) != 0) return 1;
     const uint64_t imm = nf::imm_encode(cts.h.slot, 0, 1, cts.h.gen);
     h.write(c.peer, junk.data(), 100, cts.e[0].addr + size, cts.e[0].key[0],
-            wide_imm ? (uint64_t{100} << 32) | imm : imm);
+            write_data(wide_imm, 100, imm));
     h.write(c.peer, junk.data(), 100, cts.e[0].addr - 200, cts.e[0].key[0],
-            wide_imm ? (uint64_t{100} << 32) | imm : imm);
+            write_data(wide_imm, 100, imm));
     h.pump(20);
     CHILD_CHECK(r.g.intact(), "canaries after writes outside the buffer");
     p.dereg_mr(rc, r.mh);
