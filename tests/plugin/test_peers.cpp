@@ -31,6 +31,11 @@ using Clock = std::chrono::steady_clock;
 
 const char* const kProtocols[] = {"sendrecv", "rdma"};
 constexpr int kPeerTimeoutS = 2;
+// The close test's timeout: a close waits up to half of it for operations in flight. The sender
+// that closes first has only the peer's keeper thread moving its 32 MiB (0.2 s idle, more on a
+// loaded CI machine); past the bound it would leave them to the provider (a zombie, WARN) and
+// the unmapped buffer would break the connection.
+constexpr int kCloseTimeoutS = 6;
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -111,8 +116,8 @@ int close_round(Side& s, Order order, int round) {
   buf.unmap();
   fprintf(stderr, "[rank %d] round %d: close with 32 x 1 MiB in flight took %.3f s\n", s.rank,
           round, took);
-  CHILD_CHECK(took < kPeerTimeoutS, "close took %.2f s, more than NCCL_FABRIC_PEER_TIMEOUT/2",
-              took);
+  CHILD_CHECK(took < kCloseTimeoutS / 2.0 + 0.5,
+              "close took %.2f s, more than NCCL_FABRIC_PEER_TIMEOUT/2", took);
   if (s.rank == 1 && order == Order::kSenderFirst) CHILD_CHECK(oob_byte(s, 'C'), "oob");
   if (s.rank == 0)
     CHILD_CHECK(s.plugin.close_send(sc) == ncclSuccess, "closeSend");
@@ -308,12 +313,13 @@ bool selected(const std::string& provider, const char* protocol) {
   return only == nullptr || provider + "/" + protocol == only;
 }
 
-PairOptions peer_options(const std::string& provider, const char* protocol) {
+PairOptions peer_options(const std::string& provider, const char* protocol,
+                         int timeout_s = kPeerTimeoutS) {
   PairOptions opt;
   opt.provider = provider;
   opt.env = {{"NCCL_FABRIC_PROTOCOL", protocol},
              {"NCCL_FABRIC_PEER_TIMEOUT",
-              getenv("NF_PEERS_TO") ? getenv("NF_PEERS_TO") : std::to_string(kPeerTimeoutS)}};
+              getenv("NF_PEERS_TO") ? getenv("NF_PEERS_TO") : std::to_string(timeout_s)}};
   return opt;
 }
 
@@ -326,7 +332,7 @@ TEST_CASE("close is final: nothing touches a buffer after close returns; reconne
       if (!selected(prov, proto)) continue;
       INFO(prov << " " << proto);
       std::string log;
-      CHECK(run_pair(peer_options(prov, proto), close_body, &log));
+      CHECK(run_pair(peer_options(prov, proto, kCloseTimeoutS), close_body, &log));
       if (!log.empty()) WARN(log);
     }
   }
