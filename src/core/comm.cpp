@@ -115,7 +115,20 @@ void fail_request(Request* r, Status s) {
   }
 }
 
+void hold_registrations(Request* r, int delta) {
+  if (r->type == ReqType::kSend) {
+    if (r->send.mh != nullptr) r->send.mh->uses.fetch_add(delta, std::memory_order_acq_rel);
+  } else if (r->type == ReqType::kRecv) {
+    for (int i = 0; i < r->recv.nbufs; ++i)
+      if (r->recv.mhs[i] != nullptr)
+        r->recv.mhs[i]->uses.fetch_add(delta, std::memory_order_acq_rel);
+  }
+}
+
 void defer(Comm& c, Request* r) {
+  // Its operations not posted yet will use its registrations: deregMr must not free them while
+  // it waits, even when every operation posted so far has completed (issue 34).
+  hold_registrations(r, 1);
   r->next_deferred = nullptr;
   if (c.deferred_tail)
     c.deferred_tail->next_deferred = r;
@@ -135,6 +148,7 @@ Status post_deferred(Comm& c) {
     c.deferred_head = r->next_deferred;
     if (c.deferred_head == nullptr) c.deferred_tail = nullptr;
     r->next_deferred = nullptr;
+    hold_registrations(r, -1);  // posted (each operation counts its own use) or given up
     if (r->state == ReqState::kReleased) request_release(r);
   }
   return Status::kOk;
@@ -157,6 +171,7 @@ bool Comm::close_wait() {
       Request* next = r->next_deferred;
       r->next_deferred = nullptr;
       r->n = r->posted;
+      hold_registrations(r, -1);
       r = next;
     }
     deferred_head = deferred_tail = nullptr;

@@ -429,7 +429,11 @@ void comm_register(Comm& c);
 Status post_flush(Comm& c, Request* r);
 // What a comm's progress does after the CQ is read: RDMA reposts and retries, deferred posts.
 Status comm_tail(Comm& c);
+// Puts r on c's deferred list: its operations not posted yet are posted by later progress. While
+// there, r holds a use of each registration it names (hold_registrations), given back when it
+// leaves the list (posted, failed, or its comm closes).
 void defer(Comm& c, Request* r);
+void hold_registrations(Request* r, int delta);
 
 // NCCL's test: progresses r's comm, then reports r (and frees it) once done or failed.
 Status request_test(Request* r, int* done, int* sizes);

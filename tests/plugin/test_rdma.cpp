@@ -4,6 +4,8 @@
 // whole plugin suite a second time with NCCL_FABRIC_PROTOCOL=sendrecv).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -391,6 +393,81 @@ TEST_CASE("RDMA: a large message goes as several writes in flight on one rail",
       },
       &log));
   INFO(log);
+}
+
+// NCCL's abort path deregisters a send buffer, then closes the comm. A send whose writes could not
+// all be posted at once waits on the comm's deferred list; once its posted writes complete, no
+// operation counts a use of the registration, and deregMr freed it (issue 34): the rest of the
+// writes then went out with a freed handle and a closed descriptor. The mock's transmit queue of
+// one operation defers the send; injected EAGAIN on every post keeps it deferred while its first
+// write completes; deregMr comes then. The send must still finish with every byte right and no
+// call the mock (EFA) refuses. Under ASan the freed handle is a use-after-free.
+TEST_CASE("RDMA: deregMr while a send still has writes to post keeps its registration",
+          "[plugin][rdma][mock]") {
+  std::string log;
+  PairOptions opt = rdma_mock(1, 1);
+  opt.env.push_back({"NCCL_FABRIC_WRITE_CHUNK", "65536"});
+  opt.env.push_back({"MOCKEFA_TX_SIZE", "1"});
+  const bool ok = run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+        const size_t kSize = 1 << 20;  // 16 writes of 64 KiB
+        std::vector<unsigned char> sbuf(kSize), rbuf(kSize);
+        void* smh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kSize, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+        CHILD_CHECK(p.reg_mr(rc, rbuf.data(), kSize, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+        fill(sbuf.data(), kSize, 5, 1);
+        void* data[1] = {rbuf.data()};
+        size_t cap[1] = {kSize};
+        int tag[1] = {3};
+        void* mhs[1] = {rmh};
+        void* rr = nullptr;
+        void* sr = nullptr;
+        CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv");
+        api.reset_counters();
+        CHILD_CHECK(post_send(p, sc, sbuf.data(), kSize, 3, smh, &sr) == 0, "isend");
+        mockefa_counters k;
+        api.get_counters(&k);
+        CHILD_CHECK(k.tx_posted < 16, "all %llu writes were posted at once: nothing deferred",
+                    (unsigned long long)k.tx_posted);
+        mockefa_faults normal, stuck;
+        api.get_faults(&normal);
+        stuck = normal;
+        stuck.eagain_every = 1;  // every post answers -FI_EAGAIN
+        api.set_faults_all(&stuck);
+        // Progress until the posted writes have completed (their completions are read).
+        int done = 0;
+        int size = 0;
+        for (int i = 0; i < 200; ++i) {
+          CHILD_CHECK(p.test(sr, &done, &size) == ncclSuccess && !done, "send ended early");
+          usleep(500);
+        }
+        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess, "deregMr");
+        usleep(20000);  // the keeper progresses the endpoint meanwhile
+        api.set_faults_all(&normal);
+        std::vector<void*> reqs = {rr, sr};
+        std::vector<int> got;
+        CHILD_CHECK(wait_all(p, reqs, &got) == 0, "the transfer after deregMr");
+        CHILD_CHECK(static_cast<size_t>(got[0]) == kSize, "size %d", got[0]);
+        CHILD_CHECK(verify(rbuf.data(), kSize, 5, 1) == SIZE_MAX, "content");
+        api.get_counters(&k);
+        char last[512] = "";
+        api.last_violation(last, sizeof(last));
+        CHILD_CHECK(k.violations_total == 0, "%llu violations; last: %s",
+                    (unsigned long long)k.violations_total, last);
+        CHILD_CHECK(p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      },
+      &log);
+  INFO(log);
+  CHECK(ok);
 }
 
 // Compact eager messages (docs/protocol.md) carry the low 16 bits of their per-tag index, which

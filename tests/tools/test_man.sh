@@ -9,9 +9,10 @@ fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The long options a help text names, one per line, sorted, each once.
+# The long options a help text names, one per line, sorted, each once. An option named after the
+# word "configure" is configure's (a build without MPI says "configure --with-mpi"), not the tool's.
 help_options() {
-  grep -o -- '--[a-z][a-z0-9-]*' "$1" | sort -u
+  sed -E 's/configure( --[a-z][a-z0-9=-]*)+//g' "$1" | grep -o -- '--[a-z][a-z0-9-]*' | sort -u
 }
 
 # The page as text to search: font changes dropped, \- and \(hy read as -.
