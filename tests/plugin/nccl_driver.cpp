@@ -485,7 +485,7 @@ std::string describe(const DriverConfig& c) {
   char b[400];
   snprintf(b, sizeof(b),
            "seed=%llu comms=%d+%d window=%d messages=%d groups=%s%d tags=%s%s "
-           "slot=%zu random<=%zu hint=%d rounds=%d%s%s%s",
+           "slot=%zu random<=%zu hint=%d rounds=%d%s%s%s%s",
            static_cast<unsigned long long>(c.seed), c.comms_10, c.comms_01, c.window, c.messages,
            c.group_fixed ? "" : "1..", c.group_max,
            c.tags == TagMode::kRank       ? "rank"
@@ -493,7 +493,7 @@ std::string describe(const DriverConfig& c) {
                                           : "repeated",
            c.shuffle_sends ? " shuffled" : "", c.slot_bytes, c.max_random, c.optional_hint ? 1 : 0,
            c.rounds, c.rereg ? " rereg" : "", c.per_slot_reg ? " per-slot-reg" : "",
-           c.reg_thread ? " reg-thread" : "");
+           c.reg_thread ? " reg-thread" : "", c.phandle_array ? " phandle-array" : "");
   return b;
 }
 
@@ -509,6 +509,7 @@ int stress_seeds(int fallback) {
 
 int drive_pair_side(Side& s, const DriverConfig& cfg) {
   nfc::NetPlugin& p = s.plugin;
+  p.set_phandle_array(cfg.phandle_array);
   const int total = cfg.comms_10 + cfg.comms_01;
   Driver d(p, cfg, "rank " + std::to_string(s.rank));
   // Lane L: rank 1 sends for L < comms_10, rank 0 for the rest.

@@ -38,10 +38,11 @@ struct DriverConfig {
   size_t max_random = 4u << 20;            // random sizes are 0..max_random
   bool optional_hint = false;  // *request = NCCL_NET_OPTIONAL_RECV_COMPLETION before irecv (n = 1)
   int rounds = 1;
-  bool rereg = false;         // deregister and register again between rounds
-  bool per_slot_reg = false;  // one registration per slot instead of one for the buffer
-  bool reg_thread = false;    // a second thread calls regMr/deregMr while data flows
-  int timeout_ms = 60000;     // without progress for this long: the run failed (state printed)
+  bool rereg = false;          // deregister and register again between rounds
+  bool per_slot_reg = false;   // one registration per slot instead of one for the buffer
+  bool reg_thread = false;     // a second thread calls regMr/deregMr while data flows
+  int timeout_ms = 60000;      // without progress for this long: the run failed (state printed)
+  bool phandle_array = false;  // irecv gets an array of NULL profiler handles, not NULL (NCCL 2.28)
 };
 
 // Describes a config in one line (printed with every failure, with the seed).

@@ -470,6 +470,74 @@ TEST_CASE("RDMA: deregMr while a send still has writes to post keeps its registr
   CHECK(ok);
 }
 
+// A NULL isend posted nothing: the caller may post another message instead (NCCL never does, it
+// retries the same call, but a caller that does must get what it posted). Issue 34's outside
+// driver did this and judged the result against the message it had abandoned. Here a 1 MiB send
+// is answered NULL (no receive posted yet) twice, 150 ms apart (the second call asks the receiver
+// for a clear-to-send with an RTS notice), then the caller sends 7 bytes instead: the first
+// receive gets the 7 bytes, and the 1 MiB message, sent next, lands in the second receive.
+TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivered",
+          "[plugin][rdma][mock]") {
+  std::string log;
+  PairOptions opt = rdma_mock(1, 1);
+  const bool ok = run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+        const size_t kBig = 1 << 20, kSlot = 2 << 20;
+        std::vector<unsigned char> sbuf(2 * kBig), rbuf(2 * kSlot);
+        void* smh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh) == ncclSuccess,
+                    "regMr");
+        CHILD_CHECK(p.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh) == ncclSuccess,
+                    "regMr");
+        unsigned char* big = sbuf.data();
+        unsigned char* small = sbuf.data() + kBig;
+        fill(big, kBig, 1, 0);
+        fill(small, 7, 1, 1);
+        void* sr = nullptr;
+        for (int i = 0; i < 2; ++i) {
+          CHILD_CHECK(p.isend(sc, big, kBig, 1, smh, &sr) == ncclSuccess, "isend");
+          CHILD_CHECK(sr == nullptr, "a 1 MiB isend before any receive was posted");
+          usleep(150000);
+        }
+        void* small_req = nullptr;
+        CHILD_CHECK(post_send(p, sc, small, 7, 1, smh, &small_req) == 0, "isend of 7 B");
+        std::vector<void*> reqs;
+        for (int i = 0; i < 2; ++i) {
+          void* data[1] = {rbuf.data() + i * kSlot};
+          size_t cap[1] = {kSlot};
+          int tag[1] = {1};
+          void* mhs[1] = {rmh};
+          void* rr = nullptr;
+          CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv %d", i);
+          reqs.push_back(rr);
+        }
+        void* big_req = nullptr;
+        CHILD_CHECK(post_send(p, sc, big, kBig, 1, smh, &big_req) == 0, "isend of 1 MiB");
+        reqs.push_back(small_req);
+        reqs.push_back(big_req);
+        std::vector<int> got;
+        CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfers");
+        CHILD_CHECK(got[0] == 7, "receive 0 got %d bytes, not the 7 posted first", got[0]);
+        CHILD_CHECK(verify(rbuf.data(), 7, 1, 1) == SIZE_MAX, "receive 0's content");
+        CHILD_CHECK(static_cast<size_t>(got[1]) == kBig, "receive 1 got %d bytes", got[1]);
+        CHILD_CHECK(verify(rbuf.data() + kSlot, kBig, 1, 0) == SIZE_MAX, "receive 1's content");
+        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                    "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      },
+      &log);
+  INFO(log);
+  CHECK(ok);
+}
+
 // Compact eager messages (docs/protocol.md) carry the low 16 bits of their per-tag index, which
 // the receiver completes from the receives it has posted. 70000 messages of one tag (the index
 // wraps past 65535 twice over 16 bits) interleaved with a second tag, of sizes on both sides of

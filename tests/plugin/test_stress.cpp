@@ -34,8 +34,10 @@ PairOptions pair_options(const std::string& provider, const char* protocol) {
 }
 
 bool run_two(const std::string& provider, const char* protocol, const DriverConfig& cfg,
-             const std::vector<std::pair<std::string, std::string>>& env = {}) {
+             const std::vector<std::pair<std::string, std::string>>& env = {},
+             ncclProfilerCallback_t profiler = nullptr) {
   PairOptions opt = pair_options(provider, protocol);
+  opt.profiler = profiler;
   if (const char* v = getenv("NF_STRESS_ABI")) opt.abi_version = atoi(v);  // 0: the newest
   for (const auto& kv : env) opt.env.push_back(kv);
   std::string log;
@@ -127,6 +129,38 @@ TEST_CASE(
         DriverConfig c;
         c.seed = stress_seed(static_cast<uint64_t>(k + 1));
         CHECK(run_two(prov, proto, c));
+      }
+    }
+  }
+}
+
+// NCCL's profiler callback when no profiler plugin collects the net plugin's events: every start
+// event comes back without a handle.
+static ncclResult_t no_profiler(void** ehandle, int type, void*, int64_t, void*) {
+  if (type == 0) *ehandle = nullptr;
+  return ncclSuccess;
+}
+
+// Issue 34's outside driver, as its issue describes it: 3 comms (A and B from rank 1 to rank 0,
+// both tag 1; C from rank 0 to rank 1, tag 0), 32 messages each (0 B .. 16 MiB, odd sizes
+// included), slots of 16 MiB + 4 KiB + a 64-byte canary back to back in one registration (64-byte
+// but not 128-byte aligned), windows of 1, 4 and 8, a profiler callback that hands back no handle,
+// NULL isend handles and an array of NULL irecv handles. It stalled and misdelivered on the
+// outside driver because that driver did not retry a NULL isend with the same arguments (it
+// posted the next message instead); this one retries as NCCL does, and must pass.
+TEST_CASE("stress: issue 34's traffic (windows 1, 4, 8, profiler callback, NULL handles)",
+          "[stress]") {
+  const int seeds = stress_seeds(1);
+  for (const std::string& prov : real_providers()) {
+    for (const char* proto : kProtocols) {
+      for (int window : {1, 4, 8}) {
+        for (int k = 0; k < seeds; ++k) {
+          DriverConfig c;
+          c.seed = stress_seed(static_cast<uint64_t>(k + 1));
+          c.window = window;
+          c.phandle_array = true;
+          CHECK(run_two(prov, proto, c, {}, no_profiler));
+        }
       }
     }
   }

@@ -325,13 +325,16 @@ ncclResult_t NetPlugin::irecv(void* comm, int n, void** data, size_t* sizes, int
   switch (version_) {
     case 12:
       return as<ncclNet_v12_t>(table_)->irecv(comm, n, data, sizes, tags, mhs,
-                                              phandle_ != nullptr ? phs : nullptr, req);
+                                              phandle_ != nullptr || phandle_array_ ? phs : nullptr,
+                                              req);
     case 11:
       return as<ncclNet_v11_t>(table_)->irecv(comm, n, data, sizes, tags, mhs,
-                                              phandle_ != nullptr ? phs : nullptr, req);
+                                              phandle_ != nullptr || phandle_array_ ? phs : nullptr,
+                                              req);
     case 10:
       return as<ncclNet_v10_t>(table_)->irecv(comm, n, data, sizes, tags, mhs,
-                                              phandle_ != nullptr ? phs : nullptr, req);
+                                              phandle_ != nullptr || phandle_array_ ? phs : nullptr,
+                                              req);
     case 9: return as<ncclNet_v9_t>(table_)->irecv(comm, n, data, sizes, tags, mhs, req);
     default: {
       int narrow[NCCL_NET_MAX_REQUESTS];

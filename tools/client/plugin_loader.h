@@ -69,6 +69,9 @@ class NetPlugin {
   // handle each isend/irecv passes (every buffer of a receive gets the same one).
   void set_profiler(ncclProfilerCallback_t cb) { prof_ = cb; }
   void set_phandle(void* ph) { phandle_ = ph; }
+  // irecv gets an array of handles even when they are NULL (NCCL 2.28's proxy always passes one);
+  // off: NULL for the array when there is no handle.
+  void set_phandle_array(bool on) { phandle_array_ = on; }
   // As NCCL does for LL/LL128: *request preset to NCCL_NET_OPTIONAL_RECV_COMPLETION before a
   // single-buffer irecv (v9+).
   void set_optional_recv_completion(bool on) { optional_completion_ = on; }
@@ -83,6 +86,7 @@ class NetPlugin {
   ncclNetCommConfig_v11_t config_{};  // what v11 init gets: it must outlive the context
   ncclProfilerCallback_t prof_ = nullptr;
   void* phandle_ = nullptr;
+  bool phandle_array_ = false;
   bool optional_completion_ = false;
 };
 
