@@ -21,6 +21,8 @@ namespace {
 
 // Two control requests (connect + ack) come on top of what NCCL may have in flight.
 constexpr size_t kCtrlRequests = 2;
+// Requests of a recv comm that only flushes may take: as many as NCCL may have in flight.
+constexpr size_t kFlushReserve = kMaxRequests;
 // A closing comm waits for the provider to give back its operations for at most half of
 // NCCL_FABRIC_PEER_TIMEOUT (this when probing is off): a live peer completes them in
 // milliseconds, and a dead one is found by the probes in that time or soon after. When its
@@ -30,6 +32,9 @@ constexpr uint64_t kCloseWaitFailedNs = 100000000ull;
 // A closing comm takes what its peer still sends into its posted receives until nothing arrived
 // for this long (a peer that closed, or never sends, leaves them empty).
 constexpr uint64_t kCloseQuietNs = 200000000ull;
+// Once the endpoint's bound is spent, a close leaves what the provider still holds after this
+// long without a completion (a live peer's transfers complete far more often).
+constexpr uint64_t kCloseQuietSpentNs = 20000000ull;
 
 // Whether the provider still holds an operation of a request of this pool.
 bool in_provider(Pool<Request>& pool) {
@@ -42,6 +47,12 @@ bool in_provider(Pool<Request>& pool) {
 }  // namespace
 
 Request* take_request(Comm& c, ReqType type, int n) {
+  // A receive reported to NCCL may keep its request while its clear-to-send's completion is out
+  // (EFA reports a send once the peer acknowledged it): receives could then hold every request,
+  // and iflush, which cannot answer "later", failed the communicator (issue 34). Receives leave
+  // kFlushReserve requests to flushes; past that, irecv answers NULL until completions come.
+  if (type == ReqType::kRecv && c.pool->capacity() - c.pool->in_use() <= kFlushReserve)
+    return nullptr;
   Request* r = c.pool->get();
   if (r == nullptr) return nullptr;
   r->magic = kReqMagic;
@@ -161,8 +172,15 @@ bool Comm::close_wait() {
   const int64_t t = params.get_int(ParamId::kPeerTimeout);
   uint64_t limit = t > 0 ? static_cast<uint64_t>(t) * 500000000ull : kCloseWaitNoProbeNs;
   bool failed_before = false;
+  uint64_t spent_before = 0;
   {
     std::lock_guard<TicketLock> lock(sep->mu);
+    // The bound is the endpoint's, not each comm's: NCCL closes every comm of a communicator one
+    // after the other, and N comms whose peer takes nothing would wait N bounds (issue 34). The
+    // closes that ended with operations still in the provider spent it; once it is spent, a close
+    // waits only while its operations make progress. A pause of one bound gives it back.
+    if (start - sep->close_last_ns > limit) sep->close_spent_ns = 0;
+    spent_before = sep->close_spent_ns;
     closing = true;
     close_waiting = true;
     failed_before = !ok(failed) || !ok(sep->failed);
@@ -177,6 +195,8 @@ bool Comm::close_wait() {
     deferred_head = deferred_tail = nullptr;
   }
   if (failed_before) limit = kCloseWaitFailedNs;
+  const bool spent = spent_before >= limit;
+  if (!spent) limit -= spent_before;
   // Cancels our posted receives (sends cannot be cancelled and finish or fail on their own; an
   // RDMA receive has only its CTS send out) and stops RDMA receives taking writes. Under sep->mu.
   auto cancel_posted = [this] {
@@ -234,6 +254,7 @@ bool Comm::close_wait() {
       live_check(*sep);
     }
     if (now - start > limit) break;
+    if (spent && now - quiet_since > kCloseQuietSpentNs) break;
     if (pass >= 64) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   std::lock_guard<TicketLock> lock(sep->mu);
@@ -244,6 +265,9 @@ bool Comm::close_wait() {
       if (!ok(comm_progress(*this))) break;
   }
   busy = in_provider(*pool);
+  const uint64_t end = now_ns();
+  if (busy) sep->close_spent_ns += end - start;
+  sep->close_last_ns = end;
   if (busy) {
     const double waited = static_cast<double>(now_ns() - start) / 1e9;
     if (ok(failed) && !sep->kept_warned) {
@@ -339,12 +363,13 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
   // sees 32 x maxRecvs sends.
   size_t requests = kMaxRequests;
   if (role == CommRole::kSend) requests *= per_recv;
+  // A listen comm's requests become its recv comm's: flushes get their own (take_request).
+  if (role != CommRole::kSend) requests += kFlushReserve;
   requests += kCtrlRequests;
   std::unique_ptr<Comm> c(new Comm(role, std::move(sep), requests, params));
   {
     std::lock_guard<TicketLock> lock(c->sep->mu);
     NF_CHECK(c->sep->alloc_id(&c->id));
-    comm_register(*c);
   }
   c->ctrl.reset(new Comm::Ctrl());
   memset(c->ctrl.get(), 0, sizeof(Comm::Ctrl));

@@ -237,8 +237,12 @@ struct SharedEp {
   uint64_t events = 0;             // completions dispatched (the keeper's pass found work?)
   bool keeper_busy = false;        // the keeper's last pass found work: it comes back sooner
   bool kept_warned = false;        // said once that a closed comm left operations in the provider
-  int peer_failures = 0;           // peers declared failed (the endpoint is not closed at the end)
-  int cq_batch = 16;               // NCCL_FABRIC_CQ_BATCH
+  // Closes share one bound for waiting on the provider (Comm::close_wait): the time they spent
+  // waiting, and when the last one ended (a pause of one bound gives the whole bound back).
+  uint64_t close_spent_ns = 0;
+  uint64_t close_last_ns = 0;
+  int peer_failures = 0;  // peers declared failed (the endpoint is not closed at the end)
+  int cq_batch = 16;      // NCCL_FABRIC_CQ_BATCH
   // NCCL's device it serves, for statistics (set when the plugin opens it).
   int dev = -1;
   std::string dev_name;
@@ -393,7 +397,9 @@ inline void comm_observe(Comm& c, const ProfHook& prof, const std::shared_ptr<Ne
 bool comm_pending(const Comm& c, int* sends, int* recvs);
 
 // Makes a comm for `role` on the shared endpoint, with a fresh id and its handshake buffer
-// registered.
+// registered. The endpoint does not list it yet: the caller fills it in, then lists it with
+// comm_register under sep->mu (the keeper and the control path read a listed comm's fields under
+// that lock only; issue 34).
 Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& params,
                    std::unique_ptr<Comm>* out);
 

@@ -119,6 +119,10 @@ Status comm_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* o
   comm_observe(*l, env.prof, env.hints);
   l->early_ok = env.early_ok;
   l->stage = kPostRecv;
+  {
+    std::lock_guard<TicketLock> lock(l->sep->mu);
+    comm_register(*l);  // complete: connect messages for its id now come to it
+  }
   *out = std::move(l);
   return Status::kOk;
 }
@@ -310,10 +314,6 @@ Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique
   // Addresses of one provider may differ in length between processes (shm: the pid is in the
   // name); a different provider is caught by the hash above.
   const uint8_t offer = env.offered;
-  {
-    std::lock_guard<TicketLock> lock(c->sep->mu);
-    NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
-  }
   c->peer_id = h.listen_id;
   c->handle = h;
   c->nonce = random_u64();
@@ -324,6 +324,12 @@ Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique
   encode_proto(offer, static_cast<uint8_t>(c->sep->nrails), 0, len, rails, &c->ctrl->connect.proto);
   c->started_ns = now_ns();
   c->stage = kPostAckRecv;
+  {
+    // Every field set before the endpoint lists it: the keeper and route() read listed comms.
+    std::lock_guard<TicketLock> lock(c->sep->mu);
+    NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
+    comm_register(*c);
+  }
   *out = std::move(c);
   return Status::kOk;
 }

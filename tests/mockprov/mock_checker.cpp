@@ -212,6 +212,7 @@ mockefa_faults faults_from_env() {
   f.eagain_needs_poll = env_flag("MOCKEFA_EAGAIN_NEEDS_POLL", true) ? 1 : 0;
   f.unreachable_after = env_u64("MOCKEFA_UNREACHABLE_AFTER", MOCKEFA_NEVER);
   f.land_chunk = env_u64("MOCKEFA_LAND_CHUNK", 0);
+  f.hold_send_completions = env_flag("MOCKEFA_HOLD_SEND_COMPLETIONS", false) ? 1 : 0;
   f.seed = env_u64("MOCKEFA_SEED", 1);
   f.eq_error_after = env_u64("MOCKEFA_EQ_ERROR_AFTER", MOCKEFA_NEVER);
   return f;
@@ -404,6 +405,11 @@ MOCKEFA_EXPORT int mockefa_set_faults_all(const struct mockefa_faults* faults) {
   int n = 0;
   for (auto& kv : g().eps_by_serial) {
     apply_faults(kv.second, f);
+    if (!f.hold_send_completions) {
+      for (Cq* cq : {kv.second->tx_cq, kv.second->rx_cq})
+        if (cq != nullptr)
+          for (CqEntry& e : cq->entries) e.held = false;
+    }
     ++n;
   }
   return n;

@@ -75,7 +75,7 @@ ssize_t cq_read_common(fid_cq* fcq, void* buf, size_t count, fi_addr_t* src) {
   }
   std::vector<size_t> visible;
   for (size_t i = 0; i < cq->entries.size(); ++i)
-    if (cq->entries[i].hidden == 0) visible.push_back(i);
+    if (cq->entries[i].hidden == 0 && !cq->entries[i].held) visible.push_back(i);
   if (reorder && visible.size() > 1) {
     std::shuffle(visible.begin(), visible.end(), cq->rng);
     if (!std::is_sorted(visible.begin(), visible.end())) count_fault(MOCKEFA_F_CQ_REORDER);
@@ -187,6 +187,8 @@ void complete_entry(Ep* ep, Cq* cq, CqEntry e, bool want_completion) {
     return;
   }
   e.hidden = ep ? ep->faults.cq_delay : 0;
+  e.held = ep && ep->faults.hold_send_completions && !e.is_error && (e.flags & FI_SEND) &&
+           !(e.flags & FI_RMA);
   if (e.hidden) count_fault(MOCKEFA_F_CQ_DELAY);
   if (e.is_error)
     g().counters.error_completions++;

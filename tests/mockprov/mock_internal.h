@@ -295,6 +295,7 @@ struct CqEntry {
   uint64_t ep_serial = 0;  // endpoint whose context set this entry releases
   bool track_ctx = false;
   uint32_t hidden = 0;  // remaining CQ reads before it becomes visible
+  bool held = false;    // a send's completion held back (hold_send_completions)
 };
 
 struct Cq {

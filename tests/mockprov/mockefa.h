@@ -145,6 +145,10 @@ struct mockefa_faults {
                          violation no_eq), and every op of the endpoint to that op's destination
                          fails with FI_EHOSTUNREACH, that op included (MOCKEFA_NEVER = off;
                          0 = on the first op). Once per endpoint (set_faults_all re-arms it) */
+  uint32_t hold_send_completions; /* MOCKEFA_HOLD_SEND_COMPLETIONS: 1 = the completions of message
+                         sends (not RMA) stay hidden while it is set: EFA reports a send only once
+                         the peer acknowledged it, which may come after the peer acted on the
+                         message. Clearing it (set_faults_all) releases them in order */
 };
 
 /* Facts about mock NIC i (0-based), the same the fi_info->nic of domain i carries. */

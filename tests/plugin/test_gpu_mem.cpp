@@ -287,6 +287,98 @@ TEST_CASE("GPU memory: transfers between CUDA buffers, with the flush, on both p
   }
 }
 
+// EFA reports a send done once the peer acknowledged it, which can come after the peer wrote the
+// data the send asked for: a GPUDirect receive is then complete (and reported to NCCL) while its
+// clear-to-send's completion is still out, and its request stays taken. 32 of them used to fill
+// the recv comm's requests, and the next iflush, which cannot answer "later", failed the
+// communicator (issue 34). The mock holds every send completion back here: receives may meet
+// backpressure (irecv answers NULL), but every flush must be taken and complete; once the
+// completions come, receives go on.
+TEST_CASE("GPU memory: receives whose clear-to-send has not completed leave room for flushes",
+          "[plugin][gpu][mock]") {
+  REQUIRE(fake_path()[0] != '\0');
+  std::string log;
+  PairOptions opt = gpu_mock("rdma");
+  // efa-direct's inject limit (32 bytes): the clear-to-send is a send with a completion, not an
+  // inject (whose completion the provider never reports).
+  opt.env.push_back({"MOCKEFA_INJECT_SIZE", "32"});
+  const bool ok = run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+        const size_t kBuf = 1 << 16;
+        unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+        unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+        CHILD_CHECK(sbuf != nullptr && rbuf != nullptr, "cuMemAlloc");
+        void* smh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sc, sbuf, kBuf, NCCL_PTR_CUDA, &smh) == ncclSuccess, "regMr send");
+        CHILD_CHECK(p.reg_mr(rc, rbuf, kBuf, NCCL_PTR_CUDA, &rmh) == ncclSuccess, "regMr recv");
+        mockefa_faults normal, hold;
+        api.get_faults(&normal);
+        hold = normal;
+        hold.hold_send_completions = 1;
+        api.set_faults_all(&hold);
+        // One transfer and its flush; *blocked when irecv kept answering NULL (backpressure).
+        auto one = [&](int msg, bool* blocked) -> int {
+          *blocked = false;
+          const size_t size = 100 + static_cast<size_t>(msg);
+          fill(sbuf, size, 2, msg);
+          void* data[1] = {rbuf};
+          size_t cap[1] = {kBuf};
+          int tag[1] = {4};
+          void* mhs[1] = {rmh};
+          void* rr = nullptr;
+          for (int t = 0; t < 200 && rr == nullptr; ++t) {
+            CHILD_CHECK(p.irecv(rc, 1, data, cap, tag, mhs, &rr) == ncclSuccess, "irecv %d", msg);
+            if (rr == nullptr) usleep(1000);
+          }
+          if (rr == nullptr) {
+            *blocked = true;
+            return 0;
+          }
+          void* sr = nullptr;
+          CHILD_CHECK(post_send(p, sc, sbuf, size, 4, smh, &sr) == 0, "isend %d", msg);
+          std::vector<void*> reqs = {rr, sr};
+          std::vector<int> got;
+          CHILD_CHECK(wait_all(p, reqs, &got, 10000) == 0, "transfer %d", msg);
+          CHILD_CHECK(static_cast<size_t>(got[0]) == size, "size %d", got[0]);
+          CHILD_CHECK(verify(rbuf, size, 2, msg) == SIZE_MAX, "content of %d", msg);
+          int fsizes[1] = {static_cast<int>(size)};
+          void* fr = nullptr;
+          CHILD_CHECK(p.iflush(rc, 1, data, fsizes, mhs, &fr) == ncclSuccess && fr != nullptr,
+                      "iflush after receive %d", msg);
+          CHILD_CHECK(wait_request(p, fr, nullptr, 10000) == 0, "flush %d", msg);
+          return 0;
+        };
+        int msg = 0;
+        bool blocked = false;
+        for (; msg < 80 && !blocked; ++msg) CHILD_CHECK(one(msg, &blocked) == 0, "step %d", msg);
+        CHILD_CHECK(msg > 32, "irecv refused after only %d receives", msg - 1);
+        // The completions come: receives go on.
+        api.set_faults_all(&normal);
+        for (int k = 0; k < 40; ++k, ++msg) {
+          CHILD_CHECK(one(msg, &blocked) == 0 && !blocked, "receive %d after the completions came",
+                      msg);
+        }
+        mockefa_counters c;
+        api.get_counters(&c);
+        CHILD_CHECK(c.violations_total == 0, "%llu violations",
+                    (unsigned long long)c.violations_total);
+        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                    "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      },
+      &log);
+  INFO(log);
+  CHECK(ok);
+}
+
 TEST_CASE("GPU memory: NCCL_FABRIC_FLUSH=0 answers iflush at once", "[plugin][gpu][mock]") {
   REQUIRE(fake_path()[0] != '\0');  // make check exports NF_FAKECUDA_LIB
   PairOptions opt = gpu_mock();

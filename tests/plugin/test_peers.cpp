@@ -313,6 +313,56 @@ bool selected(const std::string& provider, const char* protocol) {
   return only == nullptr || provider + "/" + protocol == only;
 }
 
+// ---- Teardown of many comms to a live peer that takes none of their sends -----------------------
+
+// Issue 34: every close waited up to half of NCCL_FABRIC_PEER_TIMEOUT for its sends, so tearing
+// down N such comms took N times that (100 comms at the default timeout: 8 minutes). Rank 1 opens
+// kTeardownComms comms to rank 0, which is alive (its keeper answers probes) but posts no receive,
+// posts a 1 MiB send on each (no receive takes it: it stays in the provider), then deregisters and
+// closes them all, as NCCL's abort does. The whole teardown must take about one bound, not N.
+constexpr int kTeardownComms = 12;
+
+int teardown_body(Side& s) {
+  std::vector<void*> sc(kTeardownComms), rc(kTeardownComms);
+  for (int i = 0; i < kTeardownComms; ++i)
+    if (connect_more(s, &sc[static_cast<size_t>(i)], &rc[static_cast<size_t>(i)]) != 0) return 1;
+  const size_t n = 1u << 20;
+  Mapped buf(n);
+  CHILD_CHECK(buf.p != MAP_FAILED, "mmap");
+  if (s.rank == 1) {
+    std::vector<void*> mh(kTeardownComms);
+    for (int i = 0; i < kTeardownComms; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      CHILD_CHECK(s.plugin.reg_mr(sc[k], buf.p, n, NCCL_PTR_HOST, &mh[k]) == ncclSuccess, "regMr");
+      void* r = nullptr;
+      CHILD_CHECK(post_send(s.plugin, sc[k], buf.p, n, 5, mh[k], &r) == 0, "isend %d", i);
+    }
+    const auto t = Clock::now();
+    for (int i = 0; i < kTeardownComms; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      CHILD_CHECK(s.plugin.dereg_mr(sc[k], mh[k]) == ncclSuccess, "deregMr");
+      CHILD_CHECK(s.plugin.close_send(sc[k]) == ncclSuccess, "closeSend");
+    }
+    const double took = since(t);
+    buf.unmap();
+    const double bound = kPeerTimeoutS / 2.0;
+    fprintf(stderr, "[rank 1] %d closes with a send each that no receive takes: %.2f s\n",
+            kTeardownComms, took);
+    CHILD_CHECK(took < 2 * bound + 1.0,
+                "%d closes took %.2f s: each waited on its own (the bound is %.1f s for all)",
+                kTeardownComms, took, bound);
+    CHILD_CHECK(oob_byte(s, 'T'), "oob");
+  } else {
+    CHILD_CHECK(oob_wait(s, 'T'), "oob");
+  }
+  for (int i = 0; i < kTeardownComms; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    if (s.rank == 0) CHILD_CHECK(s.plugin.close_send(sc[k]) == ncclSuccess, "closeSend");
+    CHILD_CHECK(s.plugin.close_recv(rc[k]) == ncclSuccess, "closeRecv");
+  }
+  return 0;
+}
+
 PairOptions peer_options(const std::string& provider, const char* protocol,
                          int timeout_s = kPeerTimeoutS) {
   PairOptions opt;
@@ -335,6 +385,19 @@ TEST_CASE("close is final: nothing touches a buffer after close returns; reconne
       CHECK(run_pair(peer_options(prov, proto, kCloseTimeoutS), close_body, &log));
       if (!log.empty()) WARN(log);
     }
+  }
+}
+
+TEST_CASE("many closes to a live peer that takes nothing wait one bound in all, not one each",
+          "[peers][close]") {
+  // SENDRECV: its sends stay in the provider until a receive takes them (an RDMA send without a
+  // clear-to-send posts nothing).
+  for (const std::string& prov : real_providers()) {
+    if (!selected(prov, "sendrecv")) continue;
+    INFO(prov);
+    std::string log;
+    CHECK(run_pair(peer_options(prov, "sendrecv"), teardown_body, &log));
+    if (!log.empty()) WARN(log);
   }
 }
 
