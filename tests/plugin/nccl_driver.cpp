@@ -172,8 +172,9 @@ struct Driver {
   const DriverConfig& cfg;
   std::vector<Lane> lanes;
   std::string who;
+  Rng gaps;  // idle gaps (idle_max_ms)
   Driver(nfc::NetPlugin& plugin, const DriverConfig& c, std::string w)
-      : p(plugin), cfg(c), who(std::move(w)) {}
+      : p(plugin), cfg(c), who(std::move(w)), gaps(c.seed * 0x2545f4914f6cdd1dull + 77) {}
 
   int fail_dump(const char* what) {
     fprintf(stderr, "[%s pid %d] %s\n  config: %s\n  replay: NF_STRESS_SEED=%llu\n", who.c_str(),
@@ -300,6 +301,9 @@ struct Driver {
       l.retry = false;
       o.req = req;
       l.out.push_back(o);
+      if (cfg.idle_max_ms > 0 && gaps.below(16) == 0)
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(gaps.below(static_cast<uint64_t>(cfg.idle_max_ms) + 1)));
       if (l.sender) {
         if (++l.k == g.n) {
           l.k = 0;
@@ -466,6 +470,22 @@ struct Driver {
     return rc;
   }
 
+  // close_with_work: every lane posts what its window allows (one try each, NULL answers left
+  // alone), of the next round's plan; nothing is waited for.
+  int post_unwaited() {
+    for (Lane& l : lanes) {
+      l.plan = make_plan(cfg, l.index, cfg.rounds, l.sender_rank);
+      l.group = l.k = 0;
+      l.finished = false;
+      l.retry = false;
+      l.out.clear();
+      l.free_slots.clear();
+      for (int s = 0; s < l.nslots; ++s) l.free_slots.push_back(l.nslots - 1 - s);
+      if (post(l) != 0) return 1;
+    }
+    return 0;
+  }
+
   // After both sides are done: deregister, close, free the memory right away (as NCCL does).
   int teardown() {
     for (Lane& l : lanes) {
@@ -485,7 +505,7 @@ std::string describe(const DriverConfig& c) {
   char b[400];
   snprintf(b, sizeof(b),
            "seed=%llu comms=%d+%d window=%d messages=%d groups=%s%d tags=%s%s "
-           "slot=%zu random<=%zu hint=%d rounds=%d%s%s%s%s",
+           "slot=%zu random<=%zu hint=%d rounds=%d%s%s%s%s%s%s",
            static_cast<unsigned long long>(c.seed), c.comms_10, c.comms_01, c.window, c.messages,
            c.group_fixed ? "" : "1..", c.group_max,
            c.tags == TagMode::kRank       ? "rank"
@@ -493,7 +513,9 @@ std::string describe(const DriverConfig& c) {
                                           : "repeated",
            c.shuffle_sends ? " shuffled" : "", c.slot_bytes, c.max_random, c.optional_hint ? 1 : 0,
            c.rounds, c.rereg ? " rereg" : "", c.per_slot_reg ? " per-slot-reg" : "",
-           c.reg_thread ? " reg-thread" : "", c.phandle_array ? " phandle-array" : "");
+           c.reg_thread ? " reg-thread" : "", c.phandle_array ? " phandle-array" : "",
+           c.idle_max_ms > 0 ? (" idle<=" + std::to_string(c.idle_max_ms) + "ms").c_str() : "",
+           c.close_with_work ? " close-with-work" : "");
   return b;
 }
 
@@ -561,6 +583,17 @@ int drive_pair_side(Side& s, const DriverConfig& cfg) {
   // Both sides finish their data before either closes.
   CHILD_CHECK(s.oob.barrier(rc == 0 ? kTimeoutMs * 2 : 1000) || rc != 0, "barrier after the run");
   if (rc != 0) return rc;
+  if (cfg.close_with_work) {
+    if (d.post_unwaited() != 0) return 1;
+    const auto t = Clock::now();
+    if (d.teardown() != 0) return 1;
+    const double took = std::chrono::duration<double>(Clock::now() - t).count();
+    // Closes wait for the provider within one bound for the endpoint (NCCL_FABRIC_PEER_TIMEOUT/2,
+    // 5 s at most here), plus the drain of what the peer still sends.
+    CHILD_CHECK(took < 12.0, "closing %d comms with work in flight took %.1f s",
+                cfg.comms_10 + cfg.comms_01, took);
+    return 0;
+  }
   return d.teardown();
 }
 

@@ -43,6 +43,13 @@ struct DriverConfig {
   bool reg_thread = false;     // a second thread calls regMr/deregMr while data flows
   int timeout_ms = 60000;      // without progress for this long: the run failed (state printed)
   bool phandle_array = false;  // irecv gets an array of NULL profiler handles, not NULL (NCCL 2.28)
+  // After a request is posted, now and then (1 in 16) the proxy thread does nothing for
+  // 0..idle_max_ms (NCCL's GPU work): only the plugin's own thread progresses the endpoint
+  // meanwhile.
+  int idle_max_ms = 0;
+  // After the checked traffic, every comm posts up to `window` more requests (none waited for)
+  // and is deregistered, closed and its memory freed at once, as NCCL's abort does.
+  bool close_with_work = false;
 };
 
 // Describes a config in one line (printed with every failure, with the seed).

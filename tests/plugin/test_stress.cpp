@@ -166,6 +166,128 @@ TEST_CASE("stress: issue 34's traffic (windows 1, 4, 8, profiler callback, NULL 
   }
 }
 
+// ---- The schedule explorer (issue 34)
+// ------------------------------------------------------------
+
+// One legal NCCL schedule drawn from a seed: the provider and protocol, 1..4 comms each way (one
+// tag per direction: the comms of a direction share it, as NCCL's do), windows 1..8, grouped
+// receives of 1..8 with repeated or distinct tags, message sizes 0..the slot (odd ones included),
+// slots of 64 KiB .. 16 MiB plus 0..63 bytes (their stride is then rarely 128-byte aligned), the
+// optional-completion hint, registration per slot or for all, re-registration between rounds,
+// regMr/deregMr from a second thread, the profiler callback or none, NULL or an array of NULL
+// profiler handles, idle gaps of up to 50 ms in the proxy thread (the plugin's own thread then
+// progresses), and comms closed with work in flight at the end.
+namespace {
+
+struct Schedule {
+  DriverConfig cfg;
+  std::string provider;
+  const char* protocol;
+  bool profiler;
+};
+
+Schedule explore(uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
+  auto pick = [&](uint64_t n) {
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<int>((z ^ (z >> 31)) % n);
+  };
+  Schedule s;
+  DriverConfig& c = s.cfg;
+  c.seed = seed;
+  const auto& provs = real_providers();
+  s.provider = provs[static_cast<size_t>(pick(provs.size()))];
+  s.protocol = kProtocols[pick(2)];
+  s.profiler = pick(2) == 0;
+  c.comms_10 = 1 + pick(4);
+  c.comms_01 = 1 + pick(4);
+  c.window = 1 + pick(8);
+  c.group_max = pick(2) == 0 ? 1 : 1 + pick(8);
+  c.group_fixed = pick(3) == 0;
+  c.tags =
+      c.group_max == 1 ? TagMode::kRank : (pick(2) == 0 ? TagMode::kDistinct : TagMode::kRepeated);
+  c.shuffle_sends = pick(2) == 0;
+  const size_t slots[] = {64u << 10, (1u << 20) + 4096, (4u << 20) + 4096, (16u << 20) + 4096};
+  // Memory stays within about 512 MiB a process: the larger slots with fewer buffers.
+  const int lanes = c.comms_10 + c.comms_01;
+  int k = pick(4);
+  while (k > 0 && static_cast<size_t>(lanes) * static_cast<size_t>(c.window) *
+                          static_cast<size_t>(c.group_max) * slots[k] >
+                      (512u << 20))
+    --k;
+  c.slot_bytes = slots[k] + static_cast<size_t>(pick(64));
+  c.max_random = pick(3) == 0 ? (64u << 10) : c.slot_bytes;
+  c.messages = 8 + pick(33);
+  c.optional_hint = pick(2) == 0;
+  c.rounds = 1 + pick(2);
+  c.rereg = pick(3) == 0;
+  c.per_slot_reg = pick(3) == 0;
+  c.reg_thread = pick(4) == 0;
+  c.phandle_array = pick(2) == 0;
+  c.idle_max_ms = pick(2) == 0 ? 0 : 50;
+  c.close_with_work = pick(3) == 0;
+  c.timeout_ms = 30000;
+  return s;
+}
+
+bool run_schedule(const Schedule& s) {
+  return run_two(s.provider, s.protocol, s.cfg, {{"NCCL_FABRIC_PEER_TIMEOUT", "4"}},
+                 s.profiler ? no_profiler : nullptr);
+}
+
+}  // namespace
+
+// Runs schedules for NF_EXPLORE_SECONDS (default 40), from a seed range new on every run (the
+// clock picks its start, printed; NF_STRESS_SEED_BASE sets it), or exactly NF_STRESS_SEEDS of them,
+// or the one NF_STRESS_SEED names. A failure prints the line that replays it.
+TEST_CASE("stress: the schedule explorer (random legal NCCL schedules, time-boxed)",
+          "[stress][explore]") {
+  if (const char* one = getenv("NF_STRESS_SEED")) {
+    const Schedule s = explore(strtoull(one, nullptr, 0));
+    INFO(s.provider << " / " << s.protocol << (s.profiler ? " profiler" : "") << ": "
+                    << describe(s.cfg));
+    CHECK(run_schedule(s));
+    return;
+  }
+  const char* base_env = getenv("NF_STRESS_SEED_BASE");
+  const uint64_t base =
+      base_env != nullptr
+          ? strtoull(base_env, nullptr, 0)
+          : static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count() /
+                                  1000 % 1000000000) *
+                1000;
+  const char* n_env = getenv("NF_STRESS_SEEDS");
+  const int count = n_env != nullptr ? atoi(n_env) : -1;
+  const char* t_env = getenv("NF_EXPLORE_SECONDS");
+  const double seconds = t_env != nullptr ? atof(t_env) : 40.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  int ran = 0, failed = 0;
+  for (uint64_t seed = base;; ++seed) {
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (count >= 0 ? ran >= count : spent >= seconds) break;
+    const Schedule s = explore(seed);
+    ++ran;
+    if (!run_schedule(s)) {
+      ++failed;
+      UNSCOPED_INFO("schedule " << seed << " failed: " << s.provider << " / " << s.protocol
+                                << (s.profiler ? " profiler" : "") << ": " << describe(s.cfg)
+                                << "\n  replay: NF_STRESS_SEED=" << seed
+                                << " tests/plugin/test_stress '[explore]'");
+      CHECK(false);
+    }
+  }
+  const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  printf("explorer: %d schedules (seeds %llu..%llu) in %.0f s, %d failed\n", ran,
+         static_cast<unsigned long long>(base), static_cast<unsigned long long>(base + ran - 1),
+         spent, failed);
+  fflush(stdout);
+  CHECK(ran > 0);
+}
+
 TEST_CASE("stress: a 1 s peer timeout under full load declares no live peer dead",
           "[stress][peers]") {
   // Two processes on two cores moving 16 MiB messages as fast as they can, three comms, eight in
