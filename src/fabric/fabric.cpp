@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 #include <rdma/fi_errno.h>
 
 #include "fabric/errors.h"
@@ -177,6 +179,87 @@ void efa_options(fid_ep* ep, const fi_info* info, EpFeatures* f) {
 
 }  // namespace
 
+// One try of open(): the endpoint, its bindings and options, enabled. Returns 0, or the failed
+// call's code with *call naming it; what was opened stays for close_ep() or the destructor.
+int Endpoint::enable(const char** call) {
+  const fi_info* info = dom_->info();
+  EpFeatures& f = features_;
+  f = EpFeatures();
+  int rc = fi_endpoint(dom_->domain(), const_cast<fi_info*>(info), &ep_, nullptr);
+  if (rc != 0) {
+    ep_ = nullptr;
+    *call = "fi_endpoint";
+    return rc;
+  }
+  rc = fi_ep_bind(ep_, &av_->fid, 0);
+  if (rc != 0) {
+    *call = "fi_ep_bind(av)";
+    return rc;
+  }
+  rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (rc != 0) {
+    *call = "fi_ep_bind(cq)";
+    return rc;
+  }
+  efa_options(ep_, info, &f);
+  fi_eq_attr eq_attr = {};
+  eq_attr.size = 64;
+  eq_attr.wait_obj = FI_WAIT_NONE;
+  rc = fi_eq_open(dom_->fabric(), &eq_attr, &eq_, nullptr);
+  const char* eq_call = "fi_eq_open";
+  if (rc == 0) {
+    rc = fi_ep_bind(ep_, &eq_->fid, 0);
+    eq_call = "fi_ep_bind(eq)";
+  } else {
+    eq_ = nullptr;
+  }
+  f.eq = rc == 0;
+  if (rc != 0) {
+    if (eq_ != nullptr) fi_close(&eq_->fid);
+    eq_ = nullptr;
+    // EFA calls abort() when an error that belongs to no operation finds no event queue.
+    if (f.efa_options) {
+      *call = eq_call;
+      return rc;
+    }
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      NF_INFO(kSubsysInit | kSubsysNet,
+              "provider '%s' takes no event queue on its endpoints "
+              "(%s): errors that belong to no operation are not seen",
+              info->fabric_attr->prov_name, fi_error_text(eq_call, rc).c_str());
+    });
+  }
+  if (dom_->forbid_cuda()) {
+    bool permitted = false;
+    rc = fi_setopt(&ep_->fid, FI_OPT_ENDPOINT, kFiOptCudaApiPermitted, &permitted,
+                   sizeof(permitted));
+    if (rc != 0) {
+      *call = "fi_setopt(FI_OPT_CUDA_API_PERMITTED=false)";
+      return rc;
+    }
+  }
+  *call = "fi_enable";
+  return fi_enable(ep_);
+}
+
+// Closes the endpoint and its event queue, for another try; the completion queue and address
+// vector stay (closing the endpoint released its bindings to them).
+void Endpoint::close_ep() {
+  if (ep_ != nullptr) fi_close(&ep_->fid);
+  ep_ = nullptr;
+  if (eq_ != nullptr) fi_close(&eq_->fid);
+  eq_ = nullptr;
+}
+
+// Endpoints open() tries in a row while fi_enable answers -FI_EBUSY. libfabric's shm (before 2.3)
+// answers so when the region its endpoint is named after (/dev/shm/<pid>:<uid>:<n>) exists and
+// names a live process, or a live one's pid: a region left by a process that was killed (SIGKILL,
+// SIGABRT: no clean-up runs) names its own pid, which this process may now have. shm removes that
+// region as it refuses, and another endpoint gets another name (n + 1), so a later try succeeds
+// unless that name is stale too; a dead process had few endpoints.
+constexpr int kEnableTries = 8;
+
 Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size, std::unique_ptr<Endpoint>* out) {
   std::unique_ptr<Endpoint> e(new Endpoint());
   e->dom_ = std::move(dom);
@@ -197,45 +280,37 @@ Status Endpoint::open(std::shared_ptr<Domain> dom, size_t cq_size, std::unique_p
   rc = fi_av_open(e->dom_->domain(), &av_attr, &e->av_, nullptr);
   if (rc != 0) return fi_fail("fi_av_open", rc, where);
 
-  rc = fi_endpoint(e->dom_->domain(), const_cast<fi_info*>(info), &e->ep_, nullptr);
-  if (rc != 0) return fi_fail("fi_endpoint", rc, where);
-  rc = fi_ep_bind(e->ep_, &e->av_->fid, 0);
-  if (rc != 0) return fi_fail("fi_ep_bind(av)", rc, where);
-  rc = fi_ep_bind(e->ep_, &e->cq_->fid, FI_TRANSMIT | FI_RECV);
-  if (rc != 0) return fi_fail("fi_ep_bind(cq)", rc, where);
   EpFeatures& f = e->features_;
-  efa_options(e->ep_, info, &f);
-  fi_eq_attr eq_attr = {};
-  eq_attr.size = 64;
-  eq_attr.wait_obj = FI_WAIT_NONE;
-  rc = fi_eq_open(e->dom_->fabric(), &eq_attr, &e->eq_, nullptr);
-  const char* eq_call = "fi_eq_open";
-  if (rc == 0) {
-    rc = fi_ep_bind(e->ep_, &e->eq_->fid, 0);
-    eq_call = "fi_ep_bind(eq)";
+  for (int tries = 1;; ++tries) {
+    const char* call = nullptr;
+    rc = e->enable(&call);
+    if (rc == 0) break;
+    if (rc != -FI_EBUSY || strcmp(call, "fi_enable") != 0) return fi_fail(call, rc, where);
+    // The endpoint's name before it goes (shm: "fi_shm://<pid>:<uid>:<n>"), for the WARN.
+    uint8_t addr[256] = {};
+    size_t len = sizeof(addr);
+    const std::string name = fi_getname(&e->ep_->fid, addr, &len) == 0 && len <= sizeof(addr)
+                                 ? e->address_text(addr, len)
+                                 : std::string("(unknown)");
+    e->close_ep();
+    if (tries == kEnableTries) {
+      NF_WARN(
+          "%s: %s on %d endpoints in a row, the last named '%s': the provider finds "
+          "each name in use. On shm: files in /dev/shm named after this process's pid "
+          "(/dev/shm/%d:*) that it did not create were left by a killed process that had its "
+          "pid (remove them), or belong to a process in another pid namespace that shares "
+          "/dev/shm (give each container its own /dev/shm)",
+          where, fi_error_text("fi_enable", rc).c_str(), kEnableTries, name.c_str(),
+          static_cast<int>(getpid()));
+      return Status::kSystemError;
+    }
+    NF_WARN(
+        "%s: fi_enable: endpoint name '%s' is in use (-FI_EBUSY); opening another endpoint. On "
+        "shm the name is a file in /dev/shm: one left by a killed process that had this "
+        "process's pid (shm removes it as it refuses it), or one of a process in another pid "
+        "namespace that shares /dev/shm",
+        where, name.c_str());
   }
-  f.eq = rc == 0;
-  if (rc != 0) {
-    if (e->eq_ != nullptr) fi_close(&e->eq_->fid);
-    e->eq_ = nullptr;
-    // EFA calls abort() when an error that belongs to no operation finds no event queue.
-    if (f.efa_options) return fi_fail(eq_call, rc, where);
-    static std::once_flag once;
-    std::call_once(once, [&] {
-      NF_INFO(kSubsysInit | kSubsysNet,
-              "provider '%s' takes no event queue on its endpoints "
-              "(%s): errors that belong to no operation are not seen",
-              info->fabric_attr->prov_name, fi_error_text(eq_call, rc).c_str());
-    });
-  }
-  if (e->dom_->forbid_cuda()) {
-    bool permitted = false;
-    rc = fi_setopt(&e->ep_->fid, FI_OPT_ENDPOINT, kFiOptCudaApiPermitted, &permitted,
-                   sizeof(permitted));
-    if (rc != 0) return fi_fail("fi_setopt(FI_OPT_CUDA_API_PERMITTED=false)", rc, where);
-  }
-  rc = fi_enable(e->ep_);
-  if (rc != 0) return fi_fail("fi_enable", rc, where);
   if (f.efa_options) {
     getopt_bool(e->ep_, kFiOptEfaEmulatedWrite, &f.write_emulated);
     getopt_bool(e->ep_, kFiOptEfaEmulatedRead, &f.read_emulated);

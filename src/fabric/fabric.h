@@ -254,7 +254,9 @@ class Endpoint {
   // With dom->forbid_cuda(), sets FI_OPT_CUDA_API_PERMITTED=false before enabling it. Binds an
   // event queue (EFA calls abort() when an operation-less error finds none; a provider that
   // refuses one, not being EFA-like, goes without). On EFA-like providers it asks for device RDMA
-  // (unless FI_EFA_USE_DEVICE_RDMA is set) and the 128-byte in-order options.
+  // (unless FI_EFA_USE_DEVICE_RDMA is set) and the 128-byte in-order options. When fi_enable
+  // answers -FI_EBUSY (shm: the endpoint's name is taken in /dev/shm) it WARNs and tries another
+  // endpoint, which the provider names anew, a bounded number of times.
   static Status open(std::shared_ptr<Domain> dom, size_t cq_size, std::unique_ptr<Endpoint>* out);
   ~Endpoint();
   Endpoint(const Endpoint&) = delete;
@@ -286,6 +288,8 @@ class Endpoint {
 
  private:
   Endpoint() = default;
+  int enable(const char** call);
+  void close_ep();
   std::shared_ptr<Domain> dom_;
   fid_av* av_ = nullptr;
   fid_cq* cq_ = nullptr;

@@ -39,7 +39,8 @@ using Clock = std::chrono::steady_clock;
 // libfabric's shm names its region after the process id (/dev/shm/<pid>:0:0) and removes it when
 // the endpoint closes. A child that was killed, or that used an ABI before v11 (no finalize: the
 // endpoint lives until _exit), leaves it behind, and a later process that gets the same pid (CI
-// forks thousands) fails fi_enable with -FI_EBUSY. The parent removes what its children left.
+// forks thousands) meets it at fi_enable (-FI_EBUSY: the plugin WARNs and takes another endpoint,
+// issue 33). The parent removes what its children left.
 void remove_shm_of(int pid) {
   if (pid <= 0) return;
   DIR* d = opendir("/dev/shm");

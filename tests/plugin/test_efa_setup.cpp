@@ -1,7 +1,8 @@
 // The plugin's EFA endpoint set-up, against the mock EFA provider: the API version it asks for,
 // the event queue every endpoint gets (EFA abort()s on an operation-less error without one), the
 // protocol it picks where RMA writes are emulated, and the LL128 policy where the 128-byte in-order
-// option is refused. Each case is one child (the mock lives in one process).
+// option is refused. Each case is one child (the mock lives in one process). Also an shm endpoint
+// whose name is already taken in /dev/shm (issue 33).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -14,6 +15,9 @@
 #include <vector>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
 
 #include "harness.h"
 #include "mockprov/mockefa.h"
@@ -104,6 +108,118 @@ PairOptions captured(PairOptions opt) {
   return opt;
 }
 std::string captured_text() { return g_capture != nullptr ? g_capture->text() : std::string(); }
+
+// An shm endpoint of this process that holds the name its next shm endpoint would get. It lives
+// until the process leaves (a global keeps it reachable for LeakSanitizer).
+// Shm endpoints of this process that hold the names its next shm endpoints would get. They live
+// until the process leaves (globals keep them reachable for LeakSanitizer).
+struct ShmSquatters {
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_av* av = nullptr;
+  fid_cq* cq = nullptr;
+  std::vector<fid_ep*> eps;
+  std::vector<std::string> names;
+};
+ShmSquatters* g_squatters = nullptr;
+
+// libfabric's shm (up to 2.2) names an endpoint "fi_shm://<pid>:<uid>:<n>", n counting the
+// process's shm endpoints, and makes its region /dev/shm/<pid>:<uid>:<n> at fi_enable. A region of
+// that name whose owner is alive fails fi_enable with -FI_EBUSY (prov/util/src/util_shm.c,
+// smr_create and smr_retry_map); the owner is "alive" too when the region was left by a killed
+// process whose pid this process now has, which is how CI met it. This creates `count` such
+// regions: endpoints of ours, renamed (fi_setname) to the names of the `count` shm endpoints this
+// process opens next, and enabled. Returns 0, or 1 after printing why.
+int squat_next_shm_names(int count) {
+  ShmSquatters* s = new ShmSquatters();
+  g_squatters = s;
+  fi_info* hints = fi_allocinfo();
+  CHILD_CHECK(hints != nullptr, "fi_allocinfo");
+  hints->fabric_attr->prov_name = strdup("shm");
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG | FI_TAGGED;
+  int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &s->info);
+  fi_freeinfo(hints);
+  CHILD_CHECK(rc == 0, "fi_getinfo(shm): %d", rc);
+  CHILD_CHECK(fi_fabric(s->info->fabric_attr, &s->fabric, nullptr) == 0, "fi_fabric");
+  CHILD_CHECK(fi_domain(s->fabric, s->info, &s->domain, nullptr) == 0, "fi_domain");
+  fi_av_attr av_attr = {};
+  av_attr.type = FI_AV_TABLE;
+  CHILD_CHECK(fi_av_open(s->domain, &av_attr, &s->av, nullptr) == 0, "fi_av_open");
+  fi_cq_attr cq_attr = {};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  CHILD_CHECK(fi_cq_open(s->domain, &cq_attr, &s->cq, nullptr) == 0, "fi_cq_open");
+  // All of ours first: each takes a number, and the process's next endpoints come after them.
+  s->eps.assign(count, nullptr);
+  for (fid_ep*& ep : s->eps)
+    CHILD_CHECK(fi_endpoint(s->domain, s->info, &ep, nullptr) == 0, "fi_endpoint");
+  char name[256] = {};
+  size_t len = sizeof(name) - 1;
+  CHILD_CHECK(fi_getname(&s->eps[0]->fid, name, &len) == 0, "fi_getname");
+  const std::string first(name);
+  const size_t colon = first.rfind(':');
+  CHILD_CHECK(
+      first.rfind("fi_shm://", 0) == 0 && colon != std::string::npos && colon + 1 < first.size(),
+      "shm endpoint name '%s' is not fi_shm://<pid>:<uid>:<n>", first.c_str());
+  const long n = strtol(first.c_str() + colon + 1, nullptr, 10);
+  for (int i = 0; i < count; ++i) {
+    fid_ep* ep = s->eps[i];
+    s->names.push_back(first.substr(0, colon + 1) + std::to_string(n + count + i));
+    const std::string& taken = s->names.back();
+    CHILD_CHECK(fi_setname(&ep->fid, const_cast<char*>(taken.c_str()), taken.size() + 1) == 0,
+                "fi_setname(%s)", taken.c_str());
+    CHILD_CHECK(fi_ep_bind(ep, &s->av->fid, 0) == 0, "fi_ep_bind(av)");
+    CHILD_CHECK(fi_ep_bind(ep, &s->cq->fid, FI_TRANSMIT | FI_RECV) == 0, "fi_ep_bind(cq)");
+    CHILD_CHECK(fi_enable(ep) == 0, "fi_enable(%s)", taken.c_str());
+  }
+  return 0;
+}
+
+// The plugin's WARNs in a child (set_log_sink in before_init), printed as the plugin would, and
+// appended to g_warn_file where the parent named one.
+std::vector<std::string> g_warns;
+std::string g_warn_file;
+void keep_warn(bool warn, const char* text) {
+  if (!warn) return;
+  g_warns.push_back(text);
+  fprintf(stderr, "[pid %d] NCCL WARN %s\n", static_cast<int>(getpid()), text);
+  if (g_warn_file.empty()) return;
+  FILE* f = fopen(g_warn_file.c_str(), "a");
+  if (f == nullptr) return;
+  fprintf(f, "%s\n", text);
+  fclose(f);
+}
+bool warned(const std::string& a, const std::string& b) {
+  for (const std::string& w : g_warns)
+    if (w.find(a) != std::string::npos && w.find(b) != std::string::npos) return true;
+  return false;
+}
+
+// One message each way between the two ranks of a pair; returns 0 when both arrived intact.
+int exchange(Side& s, size_t size) {
+  nfc::NetPlugin& p = s.plugin;
+  void* sc = s.send_comms[0];
+  void* rc = s.recv_comms[0];
+  std::vector<unsigned char> sbuf(size), rbuf(size);
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  CHILD_CHECK(p.reg_mr(sc, sbuf.data(), size, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+  CHILD_CHECK(p.reg_mr(rc, rbuf.data(), size, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
+  fill(sbuf.data(), size, s.rank, 1);
+  void* data[1] = {rbuf.data()};
+  size_t cap[1] = {size};
+  int tag[1] = {7};
+  void* mhs[1] = {rmh};
+  std::vector<void*> reqs(2);
+  CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &reqs[0]) == 0, "irecv");
+  CHILD_CHECK(post_send(p, sc, sbuf.data(), size, 7, smh, &reqs[1]) == 0, "isend");
+  std::vector<int> got;
+  CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer");
+  CHILD_CHECK(verify(rbuf.data(), size, 1 - s.rank, 1) == SIZE_MAX, "content");
+  CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess, "deregMr");
+  return 0;
+}
 
 }  // namespace
 
@@ -434,4 +550,70 @@ TEST_CASE(
         },
         &log));
   }
+}
+
+// Issue 33: CI's listener got the pid of an shm process killed earlier, whose region
+// (/dev/shm/<pid>:0:<n>) was still there, and fi_enable failed with -FI_EBUSY. Here each rank
+// holds the name of its next shm endpoint itself before the plugin loads: the same refusal, every
+// time. The plugin opens another endpoint (another name), WARNs, and the pair connects.
+TEST_CASE("an shm endpoint name already in use in /dev/shm: the plugin takes another and WARNs",
+          "[plugin][shm]") {
+  PairOptions opt;
+  opt.provider = "shm";
+  opt.before_init = [] {
+    nfc::set_log_sink(keep_warn);
+    return squat_next_shm_names(1);
+  };
+  std::string log;
+  const bool ok = run_pair(
+      opt,
+      [&](Side& s) {
+        CHILD_CHECK(exchange(s, 4096) == 0, "exchange");
+        // libfabric 2.3's shm takes another name itself: the plugin sees no -FI_EBUSY there.
+        if (fi_version() < FI_VERSION(2, 3))
+          CHILD_CHECK(warned("in use", g_squatters->names[0]), "no WARN that '%s' is in use",
+                      g_squatters->names[0].c_str());
+        return 0;
+      },
+      &log);
+  INFO(log);
+  CHECK(ok);
+}
+
+// The plugin's tries are bounded (8, kEnableTries in src/fabric/fabric.cpp): with every one of
+// those names taken, init fails with a WARN that says what to remove, and the process goes on.
+TEST_CASE("shm endpoint names in use on every try: init fails with a clear WARN, no abort",
+          "[plugin][shm]") {
+  if (fi_version() >= FI_VERSION(2, 3)) {
+    WARN("libfabric 2.3's shm takes another name itself: the plugin sees no -FI_EBUSY");
+    return;
+  }
+  char path[] = "/tmp/nf-shm-busy-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  g_warn_file = path;
+  PairOptions opt;
+  opt.provider = "shm";
+  opt.before_init = [] {
+    nfc::set_log_sink(keep_warn);
+    return squat_next_shm_names(8);
+  };
+  std::string log;
+  const bool ok = run_single(
+      opt, [](nfc::NetPlugin&) { return 0; }, &log);
+  g_warn_file.clear();
+  std::string warns;
+  if (FILE* f = fopen(path, "r")) {
+    char line[2048];
+    while (fgets(line, sizeof(line), f) != nullptr) warns += line;
+    fclose(f);
+  }
+  unlink(path);
+  INFO(warns);
+  CHECK_FALSE(ok);
+  // Exit 1: the harness's check of init failed; a signal or a timeout reads -1.
+  CHECK(log == "provider 'shm': child exit 1");
+  CHECK(has(warns, "on 8 endpoints in a row"));
+  CHECK(has(warns, "/dev/shm/"));
 }
