@@ -42,7 +42,13 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill -CONT "$p" 2> /dev/null; kill -9 "$p" 2> /dev/null; done
   ip netns del "$NA" 2> /dev/null
   ip netns del "$NB" 2> /dev/null
-  rm -rf "$WORK"
+  if [ "${FAILS:-0}" -gt 0 ]; then
+    # Whatever failed keeps its logs (issue 32): every rank's and fault helper's, per scenario.
+    keep="${NF_NETNS_LOGS:-$PWD/netns-logs}"
+    rm -rf "$keep" && mv "$WORK" "$keep" && echo "test_netns: the logs are kept in $keep"
+  else
+    rm -rf "$WORK"
+  fi
 }
 trap cleanup EXIT
 
@@ -80,6 +86,14 @@ ITERS=60
 
 ns_env() {  # ns iface
   echo "FI_TCP_IFACE=$2 FI_PROVIDER_PATH= NCCL_FABRIC_PEER_TIMEOUT=$PEER_TIMEOUT"
+}
+
+# A failed scenario's logs, under its own names (the next scenario overwrites a.log and b.log).
+keep_logs() {  # scenario protocol
+  local tag
+  tag="failed-$FAILS-$(tr -c 'a-zA-Z0-9\n' '_' <<< "$1-$2")"
+  for f in a b nfq_a nfq_b; do [ -f "$WORK/$f.log" ] && cp "$WORK/$f.log" "$WORK/$tag-$f.log"; done
+  return 0
 }
 
 # Starts both ranks; sets RA RB (pids) and their logs $WORK/a.log $WORK/b.log.
@@ -189,6 +203,7 @@ finish() {  # name proto expect bound_s
     row "| $name | $proto | **UNEXPECTED**: $outcome (wanted $expect) | $(printf '%.1f' "$t") s | - |"
     echo "---- rank 0 log"; tail -n 30 "$WORK/a.log"; echo "---- rank 1 log"; tail -n 30 "$WORK/b.log"
     FAILS=$((FAILS + 1))
+    keep_logs "$name" "$proto"
   fi
 }
 
@@ -302,7 +317,7 @@ for proto in sendrecv rdma; do
     row "| kill -9 of rank 0 | $proto | rank 1 exit $rb${seen:+: $seen} | $(printf '%.1f' "$t") s | - |"
   else
     row "| kill -9 of rank 0 | $proto | **UNEXPECTED**: rank 1 exit $rb | $(printf '%.1f' "$t") s | - |"
-    tail -n 30 "$WORK/b.log"; FAILS=$((FAILS + 1))
+    tail -n 30 "$WORK/b.log"; FAILS=$((FAILS + 1)); keep_logs "peer death" "$proto"
   fi
 
   start_pair "$proto"; started; P1=$(tool_pid "$RB"); kill -STOP "$P1"; mark_fault; sleep $((PEER_TIMEOUT + 3))
