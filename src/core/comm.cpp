@@ -357,7 +357,7 @@ Comm::~Comm() {
 }
 
 Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& params,
-                   std::unique_ptr<Comm>* out) {
+                   std::unique_ptr<Comm>* out, bool locked) {
   const size_t per_recv = static_cast<size_t>(params.get_int(ParamId::kMaxRecvs));
   // NCCL may have 32 requests in flight per comm; a send comm shared by grouped receivers
   // sees 32 x maxRecvs sends.
@@ -367,7 +367,9 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
   if (role != CommRole::kSend) requests += kFlushReserve;
   requests += kCtrlRequests;
   std::unique_ptr<Comm> c(new Comm(role, std::move(sep), requests, params));
-  {
+  if (locked) {
+    NF_CHECK(c->sep->alloc_id(&c->id));
+  } else {
     std::lock_guard<TicketLock> lock(c->sep->mu);
     NF_CHECK(c->sep->alloc_id(&c->id));
   }

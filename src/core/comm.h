@@ -364,7 +364,9 @@ struct Comm {
   uint8_t ctrl_expect = 0;  // the handshake message ctrl_recv waits for (kCtrlConnect, kCtrlAck)
   // Control messages that came before the comm could take them (core/ctrl.h), oldest first.
   std::vector<CtrlRx*> stash;
-  bool accepted = false;  // listen: it has produced its one recv comm
+  // listen: the recv comm of the connection being accepted, listed and named in the reply, until
+  // the reply has left (then accept hands it to NCCL, and the listen comm listens again).
+  std::unique_ptr<Comm> accepting;
 
   Comm(CommRole r, std::shared_ptr<SharedEp> s, size_t pool_size, const Params& p);
   // Cancels what it still has posted, reaps it, and leaves to the shared endpoint what the
@@ -400,8 +402,9 @@ bool comm_pending(const Comm& c, int* sends, int* recvs);
 // registered. The endpoint does not list it yet: the caller fills it in, then lists it with
 // comm_register under sep->mu (the keeper and the control path read a listed comm's fields under
 // that lock only; issue 34).
+// `locked`: the caller holds sep->mu already.
 Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& params,
-                   std::unique_ptr<Comm>* out);
+                   std::unique_ptr<Comm>* out, bool locked = false);
 
 // Reads the shared completion queue and dispatches every completion (whichever comm it belongs
 // to); posts what c's grouped receives still owe. The caller holds c.sep->mu.

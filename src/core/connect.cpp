@@ -106,6 +106,35 @@ void send_nack(Comm& l, AckStatus why) {
 
 }  // namespace
 
+namespace {
+
+// The recv comm for the connection listen comm l is accepting (the connect is in l.ctrl->connect,
+// its choices in l): an id, requests and handshake buffer of its own, the protocol set up, listed
+// (not established: messages for it wait). Under sep->mu.
+Status make_recv_comm(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
+  std::unique_ptr<Comm> rc;
+  NF_CHECK(comm_create(CommRole::kRecv, l.sep, params, &rc, true));
+  rc->peer_id = l.peer_id;
+  comm_observe(*rc, l.prof, l.hints);
+  rc->early_ok = l.early_ok;
+  rc->ctrl->connect = l.ctrl->connect;
+  rc->peer = l.peer;
+  rc->peer_name = rc->ep->address_text(rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
+  rc->handle = l.handle;
+  rc->protocol = l.protocol;
+  rc->offered = l.offered;
+  rc->nrails = l.nrails;
+  for (int k = 0; k < kMaxRails; ++k) rc->peer_rail[k] = l.peer_rail[k];
+  rc->eager_max = l.eager_max;
+  rc->compact_eager = l.compact_eager;
+  NF_CHECK(rc->protocol->setup(*rc));
+  comm_register(*rc);
+  *out = std::move(rc);
+  return Status::kOk;
+}
+
+}  // namespace
+
 Status comm_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* out) {
   std::unique_ptr<Comm> l;
   NF_CHECK(comm_create(CommRole::kListen, env.sep, *env.params, &l));
@@ -129,12 +158,8 @@ Status comm_listen(const ConnectEnv& env, void* handle, std::unique_ptr<Comm>* o
 
 Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
   out->reset();
-  if (l.accepted) {
-    NF_WARN(
-        "accept called again on a listen comm that already produced its connection (NCCL "
-        "uses one listen comm per connection)");
-    return Status::kInternalError;
-  }
+  // A recv comm whose reply failed goes after the lock is released (its close takes the lock).
+  std::unique_ptr<Comm> failed_accept;
   if (l.started_ns == 0) l.started_ns = now_ns();
   std::lock_guard<TicketLock> lock(l.sep->mu);
   if (l.stage == kPostRecv) {
@@ -209,7 +234,12 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       // process id, so two processes' addresses differ in length when their pids do).
       uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
       NF_CHECK(rail_addresses(l, l.handle.addr_len, rails));
+      // The recv comm that takes this connection, with an id of its own (the reply names it: the
+      // peer's messages go there), listed before the reply leaves so that nothing the peer sends
+      // once it has the reply finds no comm; it keeps them until it is established.
+      NF_CHECK(make_recv_comm(l, params, &l.accepting));
       encode_ack(cm, AckStatus::kOk, &l.ctrl->ack);
+      set_ack_recv_id(&l.ctrl->ack, l.accepting->id);
       encode_proto(chosen, static_cast<uint8_t>(nrails), l.eager_max, l.handle.addr_len, rails,
                    &l.ctrl->ack.proto);
       if (l.compact_eager) {
@@ -238,36 +268,17 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       l.stage = kPostRecv;  // keep listening for the right peer
     } else if (!sent) {
       NF_WARN("%s: the handshake reply to the peer failed", l.peer_name.c_str());
+      failed_accept = std::move(l.accepting);
+      l.stage = kPostRecv;
       return Status::kRemoteError;
     } else {
-      // The listen comm becomes the recv comm: same id (the sender's data tags carry it, and data
-      // may already wait for it in the endpoint), same requests and handshake buffer.
-      std::unique_ptr<Comm> rc(new Comm(CommRole::kRecv, l.sep, 0, params));
-      rc->id = l.id;
-      rc->peer_id = l.peer_id;
-      comm_observe(*rc, l.prof, l.hints);
-      rc->early_ok = l.early_ok;
-      rc->pool = std::move(l.pool);
-      rc->ctrl = std::move(l.ctrl);
-      rc->ctrl_reg = l.ctrl_reg;
-      l.ctrl_reg = MemReg();
-      rc->peer = l.peer;
-      rc->peer_name = rc->ep->address_text(rc->ctrl->connect.addr, rc->ctrl->connect.addr_len);
-      rc->handle = l.handle;
-      // What the peer sent before this comm existed (it may send as soon as it has the reply).
-      rc->stash.swap(l.stash);
-      rc->failed = l.failed;  // e.g. the peer sent more of them than a comm keeps
-      rc->protocol = l.protocol;
-      rc->offered = l.offered;
-      rc->nrails = l.nrails;
-      for (int k = 0; k < kMaxRails; ++k) rc->peer_rail[k] = l.peer_rail[k];
-      rc->eager_max = l.eager_max;
-      rc->compact_eager = l.compact_eager;
-      NF_CHECK(rc->protocol->setup(*rc));
+      // The reply has left: the recv comm is the peer's, and the listen comm listens again.
+      std::unique_ptr<Comm> rc = std::move(l.accepting);
       rc->established = true;
-      comm_register(*rc);  // messages for its id now come to it
-      l.accepted = true;
-      ctrl_replay(*rc);
+      ctrl_replay(*rc);  // what the peer sent once it had the reply
+      l.stage = kPostRecv;
+      l.peer_id = 0;
+      l.started_ns = 0;
       NF_INFO(kSubsysNet, "accepted a connection from %s: %s%s", rc->peer_name.c_str(),
               rc->protocol->name,
               rc->protocol->writes
@@ -374,6 +385,7 @@ Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
         return Status::kRemoteError;
       }
       c.protocol = &protocol_for(p.protocols);
+      c.peer_id = c.ctrl->ack.recv_id;  // the listener's recv comm for this connection
       NF_CHECK(insert_rails(c, p, p.nrails));
       c.eager_max = p.eager_max;
       c.compact_eager = (p.flags & kProtoFlagCompactEager) != 0 && c.sep->wide_imm;

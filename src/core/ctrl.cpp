@@ -120,8 +120,12 @@ bool route(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
     drop(sep, "its comm is closing", c.id, kind, false);
     return false;
   }
-  // Every message but a ConnectMsg comes from the peer comm this one knows.
-  if (kind != kCtrlConnect && c.peer_id != 0 && !rx->compact && ctrl_src(h) != c.peer_id) {
+  // Every message but a ConnectMsg comes from the peer comm this one knows. A send comm learns
+  // it from the reply (AckMsg.recv_id): until then its listen comm sends the reply, and the recv
+  // comm named in it may send clear-to-sends that overtake it (kept, then checked at replay).
+  const bool learning = c.role == CommRole::kSend && !c.established && kind != kCtrlAck;
+  if (kind != kCtrlConnect && c.peer_id != 0 && !rx->compact && ctrl_src(h) != c.peer_id &&
+      !learning) {
     drop(sep, "it comes from another comm than this one's peer", c.id, kind);
     return false;
   }
@@ -140,23 +144,23 @@ bool route(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
       fill_handshake(c, rx);
       return false;
     }
-    if (c.established || c.accepted) {
+    if (c.established) {
       drop(sep, "a handshake message after the handshake", c.id, kind);
       return false;
     }
   } else if (c.established && c.protocol->on_ctrl != nullptr) {
     return c.protocol->on_ctrl(c, h, rx);
-  } else if (c.established || c.accepted) {
+  } else if (c.established) {
     drop(sep, "a message its protocol does not take", c.id, kind);
     return false;
   }
   // Not ready for it yet: the handshake's receive is not posted, or the protocol not set up (a
   // clear-to-send or eager message may overtake the handshake's reply).
   if (c.role == CommRole::kListen) {
-    // Only the peer it accepted (its reply is on the way) sends a listen comm anything but a
-    // connect; connects wait, a few of them, to be refused or accepted one at a time.
-    if (kind != kCtrlConnect && c.peer_id == 0) {
-      drop(sep, "a message before any peer was accepted", c.id, kind);
+    // A listen comm takes connects only (an accepted peer sends to the recv comm its reply
+    // names); connects wait, a few of them, to be refused or accepted one at a time.
+    if (kind != kCtrlConnect) {
+      drop(sep, "a message for a listen comm that is not a connect", c.id, kind);
       return false;
     }
     if (kind == kCtrlConnect) {

@@ -198,6 +198,11 @@ void encode_ack(const ConnectMsg& m, AckStatus status, AckMsg* out) {
   out->checksum = wire_checksum(out, offsetof(AckMsg, checksum));
 }
 
+void set_ack_recv_id(AckMsg* m, uint32_t recv_id) {
+  m->recv_id = recv_id;
+  m->checksum = wire_checksum(m, offsetof(AckMsg, checksum));
+}
+
 bool decode_ack(const AckMsg& m, size_t received_len, std::string* why) {
   if (received_len < 8 || m.magic != kAckMagic) {
     *why = fmt("malformed handshake reply (%llu bytes, magic 0x%08llx)", received_len,
@@ -217,6 +222,10 @@ bool decode_ack(const AckMsg& m, size_t received_len, std::string* why) {
   if (received_len != sizeof(AckMsg) ||
       m.checksum != wire_checksum(&m, offsetof(AckMsg, checksum))) {
     *why = "handshake reply corrupted (size or checksum)";
+    return false;
+  }
+  if (m.recv_id == 0 || m.recv_id > kMaxCommId) {
+    *why = fmt("handshake reply names no receiving comm (id %llu)", m.recv_id);
     return false;
   }
   std::string pwhy;

@@ -7,7 +7,9 @@
 
 namespace nf {
 
-constexpr uint16_t kWireVersion = 5;  // 3: per-tag indices, notices; 4: probes; 5: untagged control
+// 3: per-tag indices, notices; 4: probes; 5: untagged control; 6: each accepted connection has
+// its own comm id, which the AckMsg names (recv_id): one listen comm accepts any number.
+constexpr uint16_t kWireVersion = 6;
 constexpr uint32_t kHandleMagic = 0x4641424eu;   // "NBAF" in memory: nccl-fabric handle
 constexpr uint32_t kConnectMagic = 0x4e4e4f43u;  // "CONN"
 constexpr uint32_t kAckMagic = 0x4b434f41u;      // "AOCK"
@@ -153,7 +155,7 @@ struct AckMsg {
   uint16_t status;  // AckStatus
   uint64_t token;
   uint64_t nonce;
-  uint32_t reserved;
+  uint32_t recv_id;   // accepted: the id of the listener's new recv comm (the sender's peer comm)
   uint32_t checksum;  // FNV-1a over bytes 0..27
   ProtoInfo proto;    // accepted connections only: a refusal is the first 32 bytes alone
 };
@@ -184,6 +186,8 @@ bool decode_proto(const ProtoInfo& p, size_t main_addr_len, std::string* why);
 // An ack with status kOk must carry its ProtoInfo (encode_proto) before it is sent; its length
 // is ack_size(status).
 void encode_ack(const ConnectMsg& m, AckStatus status, AckMsg* out);
+// An accepting reply names the recv comm that takes the connection (1..kMaxCommId).
+void set_ack_recv_id(AckMsg* m, uint32_t recv_id);
 size_t ack_size(AckStatus status);
 bool decode_ack(const AckMsg& m, size_t received_len, std::string* why);
 

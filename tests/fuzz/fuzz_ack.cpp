@@ -23,6 +23,7 @@ void check_accepted(const AckMsg& m, size_t len) {
   NF_FUZZ_CHECK(len == sizeof(AckMsg));
   NF_FUZZ_CHECK(m.magic == kAckMagic && m.version == kWireVersion);
   NF_FUZZ_CHECK(m.status == static_cast<uint16_t>(AckStatus::kOk));
+  NF_FUZZ_CHECK(m.recv_id >= 1 && m.recv_id <= kMaxCommId);
   NF_FUZZ_CHECK(m.checksum == wire_checksum(&m, offsetof(AckMsg, checksum)));
   const ProtoInfo& p = m.proto;
   NF_FUZZ_CHECK(p.magic == kProtoMagic);
@@ -33,12 +34,13 @@ void check_accepted(const AckMsg& m, size_t len) {
   NF_FUZZ_CHECK(p.eager_max <= kMaxEagerMax);
   AckMsg g;
   encode(m.token, m.nonce, AckStatus::kOk, &g);
+  set_ack_recv_id(&g, m.recv_id);
   encode_proto(p.protocols, p.nrails, p.eager_max, p.addr_len, p.rail_addr, &g.proto);
   g.proto.flags = p.flags;  // what the listener grants: encode_proto leaves it 0
   g.proto.checksum = wire_checksum(&g.proto, offsetof(ProtoInfo, checksum));
   std::string why;
   NF_FUZZ_CHECK(decode_ack(g, sizeof(g), &why));
-  NF_FUZZ_CHECK(memcmp(&g, &m, offsetof(AckMsg, reserved)) == 0);
+  NF_FUZZ_CHECK(memcmp(&g, &m, sizeof(AckMsg) - sizeof(ProtoInfo)) == 0);
   NF_FUZZ_CHECK(memcmp(&g.proto, &p, offsetof(ProtoInfo, rail_addr)) == 0);
   for (int r = 1; r < p.nrails; ++r)
     NF_FUZZ_CHECK(memcmp(g.proto.rail_addr[r - 1], p.rail_addr[r - 1], p.addr_len) == 0);
@@ -53,13 +55,15 @@ void round_trip(nf_fuzz::Reader& r) {
   const size_t addr_len = r.range(1, kMaxAddrLen);
   uint8_t rails[kMaxRails - 1][kMaxAddrLen];
   r.fill(rails, sizeof(rails));
+  const uint32_t recv_id = static_cast<uint32_t>(r.range(1, kMaxCommId));
   AckMsg m;
   encode(token, nonce, AckStatus::kOk, &m);
+  set_ack_recv_id(&m, recv_id);
   encode_proto(protocols, nrails, eager_max, addr_len, rails, &m.proto);
   NF_FUZZ_CHECK(ack_size(AckStatus::kOk) == sizeof(m));
   std::string why;
   NF_FUZZ_CHECK(decode_ack(m, sizeof(m), &why));
-  NF_FUZZ_CHECK(m.token == token && m.nonce == nonce);
+  NF_FUZZ_CHECK(m.token == token && m.nonce == nonce && m.recv_id == recv_id);
   NF_FUZZ_CHECK(m.proto.protocols == protocols && m.proto.nrails == nrails);
   NF_FUZZ_CHECK(m.proto.eager_max == eager_max && m.proto.addr_len == addr_len);
   for (int i = 1; i < nrails; ++i)

@@ -99,6 +99,7 @@ AckMsg ack_msg(const ConnectMsg& c, uint8_t protocol, int nrails, uint32_t eager
                const Addr& a) {
   AckMsg m;
   encode_ack(c, AckStatus::kOk, &m);
+  set_ack_recv_id(&m, c.sender_id + 1);
   uint8_t rails[kMaxRails - 1][kMaxAddrLen];
   rail_addrs(a, rails);
   encode_proto(protocol, static_cast<uint8_t>(nrails), eager_max, a.b.size(), rails, &m.proto);

@@ -260,11 +260,12 @@ TEST_CASE("an error completion without an operation fails no more than what it n
             void* m[1] = {rmh};
             void* rr = nullptr;
             CHILD_CHECK(post_recv(p, rc, 1, d, cap, tag, m, &rr) == 0, "irecv");
-            // A failed inject towards the recv comm (mock_pair: the listen comm's id 1, which the
-            // recv comm takes over); its tag carries that id in bits 32..59. The mock reports it
-            // without a context, as EFA does for injected sends.
+            // A failed inject towards the recv comm (mock_pair: the listen comm is id 1, the send
+            // comm 2, the recv comm the listen comm made when the connect came, 3); its tag
+            // carries that id in bits 32..59. The mock reports it without a context, as EFA does
+            // for injected sends.
             CHILD_CHECK(
-                api.inject_stray_error(FI_EHOSTUNREACH, FI_SEND | FI_TAGGED, 0, 1ull << 32) >= 1,
+                api.inject_stray_error(FI_EHOSTUNREACH, FI_SEND | FI_TAGGED, 0, 3ull << 32) >= 1,
                 "inject");
             const int r = wait_request(p, rr, nullptr, 10000);
             CHILD_CHECK(r != 0 && r != -1, "the pending receive gave %d", r);
@@ -526,31 +527,78 @@ TEST_CASE(
       &log));
 }
 
-TEST_CASE("a second accept on a listen comm is refused with an error, not a hang or a crash",
+// One listen comm accepts any number of connections, each an independent comm (the reference
+// plugin's functional test reuse_listen_comm; NCCL itself closes a listen comm after its first
+// accept). Three connections made with one handle, one after the other, then a message on each in
+// both sizes, the receives posted first and the sends in reverse order: each receive gets its own
+// connection's bytes. On both protocols.
+TEST_CASE("one listen comm accepts several connections, each its own comm",
           "[plugin][mock][datapath]") {
-  std::string log;
-  CHECK(run_single(
-      mock_with("rdma"),
-      [](nfc::NetPlugin& p) {
-        char h[NCCL_NET_HANDLE_MAXSIZE] = {};
-        void* l = nullptr;
-        CHILD_CHECK(p.listen(0, h, &l) == ncclSuccess && l != nullptr, "listen");
-        void* sc = nullptr;
-        void* rc = nullptr;
-        const auto start = Clock::now();
-        while (sc == nullptr || rc == nullptr) {
-          if (sc == nullptr) CHILD_CHECK(p.connect(0, h, &sc) == ncclSuccess, "connect");
-          if (rc == nullptr) CHILD_CHECK(p.accept(l, &rc) == ncclSuccess, "accept");
-          CHILD_CHECK(Clock::now() - start < std::chrono::seconds(20), "connection setup");
-        }
-        // One listen comm makes one connection (docs/protocol.md, "Connection handshake").
-        void* again = reinterpret_cast<void*>(0xdead);
-        CHILD_CHECK(p.accept(l, &again) != ncclSuccess,
-                    "a second accept on one listen comm succeeded");
-        CHILD_CHECK(again == nullptr, "the refused accept left %p in its comm", again);
-        CHILD_CHECK(p.close_listen(l) == ncclSuccess, "closeListen");
-        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
-        return 0;
-      },
-      &log));
+  for (const char* proto : {"rdma", "sendrecv"}) {
+    std::string log;
+    const bool ok = run_single(
+        mock_with(proto),
+        [](nfc::NetPlugin& p) {
+          char h[NCCL_NET_HANDLE_MAXSIZE] = {};
+          void* l = nullptr;
+          CHILD_CHECK(p.listen(0, h, &l) == ncclSuccess && l != nullptr, "listen");
+          constexpr int kConns = 3;
+          void* sc[kConns] = {};
+          void* rc[kConns] = {};
+          for (int k = 0; k < kConns; ++k) {
+            const auto start = Clock::now();
+            while (sc[k] == nullptr || rc[k] == nullptr) {
+              if (sc[k] == nullptr) CHILD_CHECK(p.connect(0, h, &sc[k]) == ncclSuccess, "connect");
+              if (rc[k] == nullptr) CHILD_CHECK(p.accept(l, &rc[k]) == ncclSuccess, "accept");
+              CHILD_CHECK(Clock::now() - start < std::chrono::seconds(20), "connection %d", k);
+            }
+            for (int j = 0; j < k; ++j) CHILD_CHECK(rc[j] != rc[k], "one comm accepted twice");
+          }
+          CHILD_CHECK(p.close_listen(l) == ncclSuccess, "closeListen");
+          for (size_t size : {size_t{100}, size_t{1} << 20}) {
+            std::vector<std::vector<unsigned char>> sb(kConns), rb(kConns);
+            void* smh[kConns] = {};
+            void* rmh[kConns] = {};
+            std::vector<void*> reqs(2 * kConns, nullptr);
+            for (int k = 0; k < kConns; ++k) {
+              sb[k].assign(size, 0);
+              rb[k].assign(2u << 20, 0);
+              fill(sb[k].data(), size, 10 + k, 1);
+              CHILD_CHECK(
+                  p.reg_mr(sc[k], sb[k].data(), size, NCCL_PTR_HOST, &smh[k]) == ncclSuccess,
+                  "regMr");
+              CHILD_CHECK(p.reg_mr(rc[k], rb[k].data(), rb[k].size(), NCCL_PTR_HOST, &rmh[k]) ==
+                              ncclSuccess,
+                          "regMr");
+              void* d[1] = {rb[k].data()};
+              size_t cap[1] = {rb[k].size()};
+              int t[1] = {1};
+              void* m[1] = {rmh[k]};
+              CHILD_CHECK(post_recv(p, rc[k], 1, d, cap, t, m, &reqs[k]) == 0, "irecv %d", k);
+            }
+            for (int k = kConns - 1; k >= 0; --k)
+              CHILD_CHECK(
+                  post_send(p, sc[k], sb[k].data(), size, 1, smh[k], &reqs[kConns + k]) == 0,
+                  "isend %d", k);
+            std::vector<int> got;
+            CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfers of %zu bytes", size);
+            for (int k = 0; k < kConns; ++k) {
+              CHILD_CHECK(static_cast<size_t>(got[k]) == size, "connection %d: %d bytes", k,
+                          got[k]);
+              CHILD_CHECK(verify(rb[k].data(), size, 10 + k, 1) == SIZE_MAX,
+                          "connection %d got another connection's bytes", k);
+              CHILD_CHECK(p.dereg_mr(sc[k], smh[k]) == ncclSuccess &&
+                              p.dereg_mr(rc[k], rmh[k]) == ncclSuccess,
+                          "deregMr");
+            }
+          }
+          for (int k = 0; k < kConns; ++k)
+            CHILD_CHECK(p.close_send(sc[k]) == ncclSuccess && p.close_recv(rc[k]) == ncclSuccess,
+                        "close");
+          return 0;
+        },
+        &log);
+    INFO(proto << ": " << log);
+    CHECK(ok);
+  }
 }

@@ -131,6 +131,7 @@ int hostile_connect(nfc::NetPlugin& p, Hostile& h, void* listen, const uint8_t* 
   memcpy(&a, m.b.data() + nf::kCtrlHdrSize, len < sizeof a ? len : sizeof a);
   CHILD_CHECK(nf::decode_ack(a, len, &why), "ack: %s", why.c_str());
   CHILD_CHECK(a.status == static_cast<uint16_t>(AckStatus::kOk), "refused: %u", a.status);
+  conn->dst = a.recv_id;  // the plugin's recv comm for this connection (wire version 6)
   conn->eager_max = a.proto.eager_max;
   conn->compact = (a.proto.flags & nf::kProtoFlagCompactEager) != 0;
   return 0;
@@ -434,6 +435,7 @@ int hostile_accept(nfc::NetPlugin& p, Hostile& h, uint32_t my_id, uint32_t eager
   conn->src = my_id;
   AckMsg a;
   nf::encode_ack(cm, AckStatus::kOk, &a);
+  nf::set_ack_recv_id(&a, my_id);
   uint8_t rails[nf::kMaxRails - 1][nf::kMaxAddrLen] = {};
   nf::encode_proto(nf::kProtoRdma, 1, eager_max, h.addr_len(), rails, &a.proto);
   CHILD_CHECK(h.send_ctrl(conn->peer, ctrl_hdr(nf::kCtrlAck, conn->dst, my_id), &a, sizeof a),

@@ -95,7 +95,13 @@ TEST_CASE("connect and ack messages are checked before use", "[wire]") {
   AckMsg ack;
   encode_ack(m, AckStatus::kOk, &ack);
   encode_proto(kProtoRdma, 1, 8192, sizeof(kAddr), rails, &ack.proto);
+  CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));  // an acceptance names its recv comm (v6)
+  CHECK(why.find("no receiving comm") != std::string::npos);
+  set_ack_recv_id(&ack, kMaxCommId + 1);
+  CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));
+  set_ack_recv_id(&ack, 12);
   CHECK(decode_ack(ack, sizeof(ack), &why));
+  CHECK(ack.recv_id == 12);
   CHECK_FALSE(decode_ack(ack, kAckRefusalSize, &why));  // an acceptance needs its block
   encode_proto(kProtoRdma | kProtoSendRecv, 1, 8192, sizeof(kAddr), rails, &ack.proto);
   CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));  // the listener must choose one
@@ -138,7 +144,7 @@ TEST_CASE("control header: layout, and every malformed one refused", "[wire]") {
   uint32_t w[4];
   memcpy(w, b, sizeof(w));
   CHECK(w[0] == (12345u | (5u << 28)));
-  CHECK(w[1] == (kMaxCommId | (5u << 28)));
+  CHECK(w[1] == (kMaxCommId | (kCtrlVersion << 28)));
   CHECK(static_cast<int32_t>(w[2]) == -7);
   CHECK(w[3] == 0xfffffffeu);
   CtrlHdr out;
@@ -152,12 +158,12 @@ TEST_CASE("control header: layout, and every malformed one refused", "[wire]") {
   // Shorter than a header.
   CHECK_FALSE(decode_ctrl_hdr(b, kCtrlHdrSize - 1, &out, &why));
   CHECK(why.find("shorter") != std::string::npos);
-  // Another wire version (a version-4 peer never sends one, but a later one might).
+  // Another wire version (an older peer never sends one, but a later one might).
   uint32_t v = w[1];
-  w[1] = (v & kMaxCommId) | (6u << 28);
+  w[1] = (v & kMaxCommId) | ((kCtrlVersion + 1) << 28);
   memcpy(b, w, sizeof(w));
   CHECK_FALSE(decode_ctrl_hdr(b, sizeof(b), &out, &why));
-  CHECK(why.find("version 6") != std::string::npos);
+  CHECK(why.find("version " + std::to_string(kCtrlVersion + 1)) != std::string::npos);
   w[1] = v;
   // Unknown kinds.
   for (uint32_t kind : {0u, 7u, 15u}) {
@@ -360,6 +366,7 @@ TEST_CASE("a protocol block's address length fits the rail addresses", "[wire]")
     encode_connect(h, 6, 77, kAddr, sizeof(kAddr), &c);
     AckMsg ack;
     encode_ack(c, AckStatus::kOk, &ack);
+    set_ack_recv_id(&ack, 3);
     ack.proto = p;
     CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));
   }
