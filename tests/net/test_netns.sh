@@ -116,11 +116,27 @@ start_pair() {  # protocol [extra env]
 # are connected and registered, right before the first transfer, then 0.5 s more: a fault meant
 # for the middle of a transfer lands there however long the start took. (A fixed 1.5 s after the
 # start was not enough on a loaded 2-core machine: the plugins' start alone takes about 1.2 s.)
+# If the header never comes, the fault would land before the connection exists and the scenario
+# would fail for that reason: say so, and keep where each rank's threads are (gdb, when there is
+# one) among the logs CI prints (issue 32: "link down for good" on RDMA once found rank 0 still in
+# its start after 30 s, rank 1 connected to it and waiting for its handle).
 started() {
   local n=0
   while ! grep -q '^# test ' "$WORK/a.log" 2> /dev/null && [ "$n" -lt 300 ] && kill -0 "$RA" 2> /dev/null; do
     sleep 0.1; n=$((n + 1))
   done
+  if ! grep -q '^# test ' "$WORK/a.log" 2> /dev/null; then
+    echo "(rank 0 printed no table header within 30 s of its start: the pair is not connected)"
+    local f="$WORK/failed-stall-$PORT-stacks.log" p
+    if command -v gdb > /dev/null; then
+      for p in $(pgrep -f -- "--listen $PORT") $(pgrep -f -- "--peer $ADDR_A:$PORT"); do
+        echo "==== pid $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2> /dev/null)"
+        timeout 20 gdb -p "$p" -batch -ex "thread apply all bt" 2>&1 | grep -v '^\[New LWP'
+      done > "$f" 2>&1
+    else
+      echo "(no gdb here: no stacks)" > "$f"
+    fi
+  fi
   sleep 0.5
 }
 
