@@ -126,6 +126,9 @@ void fail_request(Request* r, Status s) {
   }
 }
 
+namespace {
+
+// While r waits on the deferred list (defer), it holds a use of each registration it names.
 void hold_registrations(Request* r, int delta) {
   if (r->type == ReqType::kSend) {
     if (r->send.mh != nullptr) r->send.mh->uses.fetch_add(delta, std::memory_order_acq_rel);
@@ -135,6 +138,8 @@ void hold_registrations(Request* r, int delta) {
         r->recv.mhs[i]->uses.fetch_add(delta, std::memory_order_acq_rel);
   }
 }
+
+}  // namespace
 
 void defer(Comm& c, Request* r) {
   // Its operations not posted yet will use its registrations: deregMr must not free them while
@@ -269,7 +274,7 @@ bool Comm::close_wait() {
   if (busy) sep->close_spent_ns += end - start;
   sep->close_last_ns = end;
   if (busy) {
-    const double waited = static_cast<double>(now_ns() - start) / 1e9;
+    const double waited = static_cast<double>(end - start) / 1e9;
     if (ok(failed) && !sep->kept_warned) {
       sep->kept_warned = true;
       NF_WARN(
@@ -366,19 +371,20 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
   // A listen comm's requests become its recv comm's: flushes get their own (take_request).
   if (role != CommRole::kSend) requests += kFlushReserve;
   requests += kCtrlRequests;
-  std::unique_ptr<Comm> c(new Comm(role, std::move(sep), requests, params));
+  // The id first: a comm made and then dropped here would close under the caller's lock.
+  uint32_t id = 0;
   if (locked) {
-    NF_CHECK(c->sep->alloc_id(&c->id));
+    NF_CHECK(sep->alloc_id(&id));
   } else {
-    std::lock_guard<TicketLock> lock(c->sep->mu);
-    NF_CHECK(c->sep->alloc_id(&c->id));
+    std::lock_guard<TicketLock> lock(sep->mu);
+    NF_CHECK(sep->alloc_id(&id));
   }
-  c->ctrl.reset(new Comm::Ctrl());
-  memset(c->ctrl.get(), 0, sizeof(Comm::Ctrl));
-  NF_CHECK(register_memory(c->ep->domain(), c->ep->ep(), c->ctrl.get(), sizeof(Comm::Ctrl),
-                           &c->ctrl_reg));
-  *out = std::move(c);
-  return Status::kOk;
+  out->reset(new Comm(role, std::move(sep), requests, params));
+  Comm& c = **out;
+  c.id = id;
+  c.ctrl.reset(new Comm::Ctrl());
+  memset(c.ctrl.get(), 0, sizeof(Comm::Ctrl));
+  return register_memory(c.ep->domain(), c.ep->ep(), c.ctrl.get(), sizeof(Comm::Ctrl), &c.ctrl_reg);
 }
 
 void request_release(Request* r) {

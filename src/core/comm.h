@@ -402,7 +402,8 @@ bool comm_pending(const Comm& c, int* sends, int* recvs);
 // registered. The endpoint does not list it yet: the caller fills it in, then lists it with
 // comm_register under sep->mu (the keeper and the control path read a listed comm's fields under
 // that lock only; issue 34).
-// `locked`: the caller holds sep->mu already.
+// `locked`: the caller holds sep->mu already. On a failure *out may still hold the half-made comm:
+// the caller drops it without sep->mu held (closing a comm takes the lock).
 Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& params,
                    std::unique_ptr<Comm>* out, bool locked = false);
 
@@ -439,10 +440,9 @@ Status post_flush(Comm& c, Request* r);
 // What a comm's progress does after the CQ is read: RDMA reposts and retries, deferred posts.
 Status comm_tail(Comm& c);
 // Puts r on c's deferred list: its operations not posted yet are posted by later progress. While
-// there, r holds a use of each registration it names (hold_registrations), given back when it
+// there, r holds a use of each registration it names, given back when it
 // leaves the list (posted, failed, or its comm closes).
 void defer(Comm& c, Request* r);
-void hold_registrations(Request* r, int delta);
 
 // NCCL's test: progresses r's comm, then reports r (and frees it) once done or failed.
 Status request_test(Request* r, int* done, int* sizes);

@@ -111,9 +111,10 @@ namespace {
 // The recv comm for the connection listen comm l is accepting (the connect is in l.ctrl->connect,
 // its choices in l): an id, requests and handshake buffer of its own, the protocol set up, listed
 // (not established: messages for it wait). Under sep->mu.
+// On a failure *out may hold the half-made comm, for the caller to drop once it released the lock.
 Status make_recv_comm(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
-  std::unique_ptr<Comm> rc;
-  NF_CHECK(comm_create(CommRole::kRecv, l.sep, params, &rc, true));
+  NF_CHECK(comm_create(CommRole::kRecv, l.sep, params, out, true));
+  Comm* rc = out->get();
   rc->peer_id = l.peer_id;
   comm_observe(*rc, l.prof, l.hints);
   rc->early_ok = l.early_ok;
@@ -129,7 +130,6 @@ Status make_recv_comm(Comm& l, const Params& params, std::unique_ptr<Comm>* out)
   rc->compact_eager = l.compact_eager;
   NF_CHECK(rc->protocol->setup(*rc));
   comm_register(*rc);
-  *out = std::move(rc);
   return Status::kOk;
 }
 
@@ -237,7 +237,12 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       // The recv comm that takes this connection, with an id of its own (the reply names it: the
       // peer's messages go there), listed before the reply leaves so that nothing the peer sends
       // once it has the reply finds no comm; it keeps them until it is established.
-      NF_CHECK(make_recv_comm(l, params, &l.accepting));
+      // (One left from a connect whose reply could not be posted goes, after the lock.)
+      failed_accept = std::move(l.accepting);
+      if (Status s = make_recv_comm(l, params, &l.accepting); !ok(s)) {
+        failed_accept = std::move(l.accepting);
+        return s;
+      }
       encode_ack(cm, AckStatus::kOk, &l.ctrl->ack);
       set_ack_recv_id(&l.ctrl->ack, l.accepting->id);
       encode_proto(chosen, static_cast<uint8_t>(nrails), l.eager_max, l.handle.addr_len, rails,

@@ -163,13 +163,11 @@ bool route(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
       drop(sep, "a message for a listen comm that is not a connect", c.id, kind);
       return false;
     }
-    if (kind == kCtrlConnect) {
-      size_t pending = 0;
-      for (const CtrlRx* s : c.stash) pending += ctrl_kind(s->hdr) == kCtrlConnect;
-      if (pending >= kMaxPendingConnects) {
-        drop(sep, "16 connects already wait for this listen comm", c.id, kind);
-        return false;
-      }
+    size_t pending = 0;
+    for (const CtrlRx* s : c.stash) pending += ctrl_kind(s->hdr) == kCtrlConnect;
+    if (pending >= kMaxPendingConnects) {
+      drop(sep, "16 connects already wait for this listen comm", c.id, kind);
+      return false;
     }
   }
   if (c.stash.size() >= kMaxStash) {
