@@ -290,6 +290,20 @@ Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, v
             c->peer_name.c_str(), static_cast<unsigned long long>(c->max_msg_size));
     return Status::kInvalidUsage;
   }
+  if (__builtin_expect(c->null_open, 0)) {
+    c->null_open = false;
+    if ((data != c->null_data || size != c->null_size || tag != c->null_tag) && !c->null_warned) {
+      c->null_warned = true;
+      NF_WARN(
+          "isend of %zu bytes (tag %d) to %s follows an isend of %zu bytes (tag %d) that was "
+          "answered NULL and not retried: a NULL answer posted nothing, so that message is not "
+          "sent, and the peer's receives pair with the messages in the order their isends were "
+          "accepted. NCCL retries a NULL-answered isend with the same arguments; a caller that "
+          "does not shifts every later message by one receive (docs/troubleshooting.md#null-isend; "
+          "said once per comm)",
+          size, tag, c->peer_name.c_str(), c->null_size, c->null_tag);
+    }
+  }
   Request* r = nullptr;
   // The request taken next asks the profiler (profile.h): it needs NCCL's handle and the send.
   const bool prof = c->prof_gate == 1;
@@ -303,6 +317,12 @@ Status isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, v
   if (__builtin_expect(c->prof_wait_eh != nullptr, 0) && (r != nullptr || !ok(s))) {
     std::lock_guard<TicketLock> lock(c->sep->mu);
     prof_wait_stop(*c);
+  }
+  if (__builtin_expect(r == nullptr, 0) && ok(s)) {
+    c->null_open = true;
+    c->null_data = data;
+    c->null_size = size;
+    c->null_tag = tag;
   }
   *request = r;
   return s;

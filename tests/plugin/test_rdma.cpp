@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -475,7 +476,24 @@ TEST_CASE("RDMA: deregMr while a send still has writes to post keeps its registr
 // driver did this and judged the result against the message it had abandoned. Here a 1 MiB send
 // is answered NULL (no receive posted yet) twice, 150 ms apart (the second call asks the receiver
 // for a clear-to-send with an RTS notice), then the caller sends 7 bytes instead: the first
-// receive gets the 7 bytes, and the 1 MiB message, sent next, lands in the second receive.
+// receive gets the 7 bytes, and the 1 MiB message, sent next, lands in the second receive. The
+// plugin says once that the NULL-answered isend was not retried.
+namespace {
+// The plugin's log in the child (the keeper thread may write too).
+std::mutex g_null_mu;
+std::string g_null_log;
+void null_capture(bool warn, const char* text) {
+  std::lock_guard<std::mutex> lock(g_null_mu);
+  g_null_log += warn ? "WARN " : "INFO ";
+  g_null_log += text;
+  g_null_log += "\n";
+}
+std::string null_log() {
+  std::lock_guard<std::mutex> lock(g_null_mu);
+  return g_null_log;
+}
+}  // namespace
+
 TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivered",
           "[plugin][rdma][mock]") {
   std::string log;
@@ -483,6 +501,7 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
   const bool ok = run_single(
       opt,
       [](nfc::NetPlugin& p) {
+        nfc::set_log_sink(null_capture);
         mockefa_api api;
         void* sc = nullptr;
         void* rc = nullptr;
@@ -527,6 +546,18 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
         CHILD_CHECK(verify(rbuf.data(), 7, 1, 1) == SIZE_MAX, "receive 0's content");
         CHILD_CHECK(static_cast<size_t>(got[1]) == kBig, "receive 1 got %d bytes", got[1]);
         CHILD_CHECK(verify(rbuf.data() + kSlot, kBig, 1, 0) == SIZE_MAX, "receive 1's content");
+        // The second NULL answer was retried with the same arguments (no report); the 7-byte
+        // isend after it was not: said once, with both messages' sizes.
+        const std::string l = null_log();
+        size_t reports = 0;
+        for (size_t at = l.find("not retried"); at != std::string::npos;
+             at = l.find("not retried", at + 1))
+          ++reports;
+        CHILD_CHECK(reports == 1 &&
+                        l.find("isend of 7 bytes (tag 1) to ") != std::string::npos &&
+                        l.find("follows an isend of 1048576 bytes (tag 1) that was answered "
+                               "NULL and not retried") != std::string::npos,
+                    "%zu reports of the isend not retried in:\n%s", reports, l.c_str());
         CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
                     "deregMr");
         CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
