@@ -165,7 +165,7 @@ Status post_deferred(Comm& c) {
     if (c.deferred_head == nullptr) c.deferred_tail = nullptr;
     r->next_deferred = nullptr;
     hold_registrations(r, -1);  // posted (each operation counts its own use) or given up
-    if (r->state == ReqState::kReleased) request_release(r);
+    request_settle(r);          // the deferred list let go
   }
   return Status::kOk;
 }
@@ -190,14 +190,16 @@ bool Comm::close_wait() {
     close_waiting = true;
     failed_before = !ok(failed) || !ok(sep->failed);
     // Grouped receives not fully posted: what was never posted never will be.
-    for (Request* r = deferred_head; r != nullptr;) {
+    Request* r = deferred_head;
+    deferred_head = deferred_tail = nullptr;
+    while (r != nullptr) {
       Request* next = r->next_deferred;
       r->next_deferred = nullptr;
       r->n = r->posted;
       hold_registrations(r, -1);
+      request_settle(r);  // the deferred list let go
       r = next;
     }
-    deferred_head = deferred_tail = nullptr;
   }
   if (failed_before) limit = kCloseWaitFailedNs;
   const bool spent = spent_before >= limit;
@@ -387,21 +389,22 @@ Status comm_create(CommRole role, std::shared_ptr<SharedEp> sep, const Params& p
   return register_memory(c.ep->domain(), c.ep->ep(), c.ctrl.get(), sizeof(Comm::Ctrl), &c.ctrl_reg);
 }
 
-void request_release(Request* r) {
-  Comm* c = r->comm;
-  if (__builtin_expect(r->prof != nullptr, 0)) prof_finish(r);
-  if (r->in_flight != 0 || r->next_deferred != nullptr || c->deferred_tail == r ||
-      (r->type == ReqType::kRecv && r->recv.early_open)) {
-    // Still referenced by the provider, by the deferred list, or (a receive reported early) by
-    // the writes still to land: back to the pool when that ends (the last operation's
-    // completion, post_deferred, the receive's last write).
-    r->state = ReqState::kReleased;
-    r->magic = 0;
-    return;
-  }
-  r->magic = 0;
+bool request_held(const Request* r) {
+  return r->state != ReqState::kReleased || r->in_flight != 0 || r->next_deferred != nullptr ||
+         r->comm->deferred_tail == r || (r->type == ReqType::kRecv && r->recv.early_open);
+}
+
+void request_settle(Request* r) {
+  if (r->state == ReqState::kFree || r->state == ReqState::kZombie || request_held(r)) return;
   r->state = ReqState::kFree;
-  c->pool->put(r);
+  r->comm->pool->put(r);
+}
+
+void request_release(Request* r) {
+  if (__builtin_expect(r->prof != nullptr, 0)) prof_finish(r);
+  r->magic = 0;
+  r->state = ReqState::kReleased;
+  request_settle(r);
 }
 
 Status request_test(Request* r, int* done, int* sizes) {

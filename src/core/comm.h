@@ -467,6 +467,17 @@ Status comm_dereg_mr(Comm& c, MemHandle* mh);
 // provider pushed back: call again). Under sep->mu.
 Status ctrl_post_send(Comm& c, uint8_t kind, uint32_t dst, size_t len, Request** out);
 Status ctrl_expect(Comm& c, uint8_t kind, Request** out);
+// A request's lifetime, one rule (docs/architecture.md, "Requests"). Its holders: its caller
+// until test() reports it or the protocol gives it up (NCCL, or the handshake that took it: the
+// state is not kReleased), each of its operations in the provider (in_flight), the comm's deferred
+// list (operations not posted yet), and the writes still to land in a receive reported early
+// (early_open). A registration it names is held the same way: a use per operation in the provider
+// and one while it waits on the deferred list (defer). Under sep->mu.
+bool request_held(const Request* r);
+// Called wherever a holder lets go: the one place a request goes back to its pool (when no holder
+// is left). A kZombie request belongs to its closed comm's remains and is never settled here.
+void request_settle(Request* r);
+// Its caller lets go (test() reported it, or the protocol gave it up before handing it out).
 void request_release(Request* r);
 
 }  // namespace nf

@@ -24,14 +24,12 @@ namespace {
 constexpr size_t kSharedCqSize = 16384;
 
 // One of r's operations is over (completed, failed or cancelled; a failure was recorded first):
-// the request is done when the last one is, and a released one goes back to its pool.
+// the request is done when the last one is; the provider let go of it (request_settle).
 void op_over(Request* r) {
   --r->in_flight;
-  if (r->in_flight != 0 || r->posted != r->n) return;
-  if (r->state == ReqState::kPending)
+  if (r->in_flight == 0 && r->posted == r->n && r->state == ReqState::kPending)
     r->state = ReqState::kDone;
-  else if (r->state == ReqState::kReleased)
-    request_release(r);
+  request_settle(r);
 }
 
 void complete_op(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e) {

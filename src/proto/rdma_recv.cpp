@@ -59,7 +59,7 @@ namespace {
 
 // Done once every buffer is complete. Its CTS send may still be in flight (on some providers a
 // send completes only when the peer acknowledged it): the request then goes back to the pool, and
-// its CTS buffer with it, when that completes (request_release waits for in_flight == 0).
+// its CTS buffer with it, when that completes (request_held counts the CTS in the provider).
 void maybe_finish_recv(Request* r) {
   if (r->recv.entries_left == 0 && r->state == ReqState::kPending) {
     rdma_retire_recv(r);
@@ -72,14 +72,14 @@ void maybe_finish_recv(Request* r) {
     r->comm->st.msgs.add();
     r->comm->st.bytes.add(r->recv.sizes[0]);
   }
-  if (r->in_flight == 0 && r->state == ReqState::kReleased) request_release(r);
+  request_settle(r);  // a receive reported early: its writes let go
 }
 
 void fail_recv(Request* r, Status s) {
   fail_request(r, s);
   rdma_retire_recv(r);
   r->recv.early_open = false;
-  if (r->in_flight == 0 && r->state == ReqState::kReleased) request_release(r);
+  request_settle(r);
 }
 // The posted receive and buffer that message `index` of `tag` goes to.
 bool find_buffer(RdmaState& rd, int32_t tag, uint32_t index, Request** out, int* entry) {
