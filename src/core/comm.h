@@ -324,12 +324,13 @@ struct Comm {
   // Profiler (profile.h): NCCL's callback, the handle of the isend/irecv being served, the gate
   // counted down per request, each request slot's events, and a send's wait for a CTS.
   ProfHook prof;
-  // isend answered NULL (nothing posted): what it asked, so that a next isend on the comm that is
-  // a different message is reported once (NCCL retries the same call; docs/troubleshooting.md).
+  // isend answered NULL (nothing posted): what it asked, so that a next isend of the same tag on
+  // the comm that is another message is reported once (NCCL retries the same call;
+  // docs/troubleshooting.md).
   const void* null_data = nullptr;
   size_t null_size = 0;
   int null_tag = 0;
-  bool null_open = false;    // the last isend was answered NULL
+  bool null_open = false;    // the last isend answered NULL has not been retried yet
   bool null_warned = false;  // the comm said so once
   void* cur_phandle = nullptr;
   uint64_t cur_bytes = 0;     // ... its size (irecv: the buffers' capacities added up)

@@ -477,7 +477,8 @@ TEST_CASE("RDMA: deregMr while a send still has writes to post keeps its registr
 // is answered NULL (no receive posted yet) twice, 150 ms apart (the second call asks the receiver
 // for a clear-to-send with an RTS notice), then the caller sends 7 bytes instead: the first
 // receive gets the 7 bytes, and the 1 MiB message, sent next, lands in the second receive. The
-// plugin says once that the NULL-answered isend was not retried.
+// plugin says once that the NULL-answered isend was not retried, and not for a message of another
+// tag sent between the NULL answer and its retry.
 namespace {
 // The plugin's log in the child (the keeper thread may write too).
 std::mutex g_null_mu;
@@ -519,9 +520,14 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
         fill(big, kBig, 1, 0);
         fill(small, 7, 1, 1);
         void* sr = nullptr;
+        void* other_req = nullptr;
         for (int i = 0; i < 2; ++i) {
           CHILD_CHECK(p.isend(sc, big, kBig, 1, smh, &sr) == ncclSuccess, "isend");
           CHILD_CHECK(sr == nullptr, "a 1 MiB isend before any receive was posted");
+          // Between the NULL answer and its retry, a message of another tag (eager): legal,
+          // messages pair with receives per tag; not reported.
+          if (i == 0)
+            CHILD_CHECK(post_send(p, sc, small, 7, 2, smh, &other_req) == 0, "isend of tag 2");
           usleep(150000);
         }
         void* small_req = nullptr;
@@ -538,14 +544,30 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
         }
         void* big_req = nullptr;
         CHILD_CHECK(post_send(p, sc, big, kBig, 1, smh, &big_req) == 0, "isend of 1 MiB");
+        std::vector<unsigned char> obuf(64);
+        void* omh = nullptr;
+        CHILD_CHECK(p.reg_mr(rc, obuf.data(), obuf.size(), NCCL_PTR_HOST, &omh) == ncclSuccess,
+                    "regMr");
+        {
+          void* data[1] = {obuf.data()};
+          size_t cap[1] = {obuf.size()};
+          int tag[1] = {2};
+          void* mhs[1] = {omh};
+          void* rr = nullptr;
+          CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv of tag 2");
+          reqs.push_back(rr);
+        }
         reqs.push_back(small_req);
         reqs.push_back(big_req);
+        reqs.push_back(other_req);
         std::vector<int> got;
         CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfers");
         CHILD_CHECK(got[0] == 7, "receive 0 got %d bytes, not the 7 posted first", got[0]);
         CHILD_CHECK(verify(rbuf.data(), 7, 1, 1) == SIZE_MAX, "receive 0's content");
         CHILD_CHECK(static_cast<size_t>(got[1]) == kBig, "receive 1 got %d bytes", got[1]);
         CHILD_CHECK(verify(rbuf.data() + kSlot, kBig, 1, 0) == SIZE_MAX, "receive 1's content");
+        CHILD_CHECK(got[2] == 7 && verify(obuf.data(), 7, 1, 1) == SIZE_MAX, "tag 2's receive");
+        CHILD_CHECK(p.dereg_mr(rc, omh) == ncclSuccess, "deregMr");
         // The second NULL answer was retried with the same arguments (no report); the 7-byte
         // isend after it was not: said once, with both messages' sizes.
         const std::string l = null_log();
@@ -555,8 +577,8 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
           ++reports;
         CHILD_CHECK(reports == 1 &&
                         l.find("isend of 7 bytes (tag 1) to ") != std::string::npos &&
-                        l.find("follows an isend of 1048576 bytes (tag 1) that was answered "
-                               "NULL and not retried") != std::string::npos,
+                        l.find("follows an isend of 1048576 bytes of the same tag that was "
+                               "answered NULL and not retried") != std::string::npos,
                     "%zu reports of the isend not retried in:\n%s", reports, l.c_str());
         CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
                     "deregMr");
