@@ -76,10 +76,10 @@ class RawXport : public Xport {
   RawXport(int rank, int comms, int slots, int group);
   const char* name() const override { return "raw"; }
 
-  // Opens every endpoint; when cfg.domain (the plugin's device) is not one of the provider's
+  // Opens the endpoint; when cfg.domain (the plugin's device) is not one of the provider's
   // domains, falls back to its first one and says so in *note.
   void open(nfc::RawConfig cfg, Chan& chan, std::string* note);
-  const nfc::RawFabric& fabric() const { return *fabs_[0]; }
+  const nfc::RawFabric& fabric() const { return *fab_; }
 
   void reg(char* sbuf, char* rbuf, size_t len) override;
   Post post_send(int slot, int comm, char* buf, size_t len, int n) override;
@@ -93,10 +93,12 @@ class RawXport : public Xport {
   Post check(nfc::RawFabric::Post p);
   Post post(bool send, int slot, int comm, char* buf, size_t len, int n);
 
+  // Tag bits: the sending rank (32..), the comm (8..31), the part of a group (0..7).
   uint64_t my_tag_, peer_tag_;
   int group_;
-  std::vector<std::unique_ptr<nfc::RawFabric>> fabs_;
-  std::vector<const nfc::RawMr*> smr_, rmr_;
+  std::unique_ptr<nfc::RawFabric> fab_;  // one endpoint for every comm, as the plugin has
+  const nfc::RawMr* smr_ = nullptr;
+  const nfc::RawMr* rmr_ = nullptr;
   std::vector<Slot> slots_;
   std::unique_ptr<nfc::RawOp[]> ops_;  // group per slot; must not move while posted
   std::string err_;

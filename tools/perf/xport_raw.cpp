@@ -1,5 +1,8 @@
 // The transport over raw libfabric: the plugin's transfers without the plugin. One RDM endpoint
-// per comm; a grouped receive is n tagged receives with the group's n tags.
+// for all comms, as the plugin has (the comm is in the tag); a grouped receive is n tagged
+// receives with the group's n tags. (An endpoint per comm cost libfabric 2.1's tcp;ofi_rxm about
+// 80 MB each, zeroed at fi_enable for its pre-posted receives: 64 comms took 5 GB per rank, a
+// setup of minutes, and ~100 ms per message.)
 #include "perf/xport.h"
 
 #include <sys/socket.h>
@@ -67,48 +70,41 @@ RawXport::RawXport(int rank, int comms, int slots, int group)
     : my_tag_(static_cast<uint64_t>(rank) << 32),
       peer_tag_(static_cast<uint64_t>(1 - rank) << 32),
       group_(group),
+      fab_(new nfc::RawFabric()),
       slots_(static_cast<size_t>(slots)),
       ops_(new nfc::RawOp[static_cast<size_t>(slots) * static_cast<size_t>(group)]) {
-  for (int c = 0; c < comms; ++c) fabs_.emplace_back(new nfc::RawFabric());
+  if (comms > (1 << 24) || group > 256) fail("raw libfabric: more comms or parts than tags");
 }
 
 void RawXport::open(nfc::RawConfig cfg, Chan& chan, std::string* note) {
-  // Every endpoint opens before any address travels: a rank that fails here tells the other at
-  // the barrier, rather than in the middle of the unframed address exchange.
-  for (auto& f : fabs_) {
-    std::string err;
-    if (f->open(cfg, &err)) continue;
+  // The endpoint opens before any address travels: a rank that fails here tells the other at the
+  // barrier, rather than in the middle of the unframed address exchange.
+  std::string err;
+  if (!fab_->open(cfg, &err)) {
     if (cfg.domain.empty()) fail("raw libfabric: " + err);
     const std::string wanted = cfg.domain;
     cfg.domain.clear();
     std::string err2;
-    if (!f->open(cfg, &err2)) fail("raw libfabric: " + err);
+    if (!fab_->open(cfg, &err2)) fail("raw libfabric: " + err);
     *note = "the plugin's device \"" + wanted + "\" is no domain of provider '" + cfg.provider +
-            "'; raw runs on its domain \"" + f->domain_name() + "\"";
+            "'; raw runs on its domain \"" + fab_->domain_name() + "\"";
   }
   chan.sync("raw libfabric setup");
-  for (auto& f : fabs_) {
-    std::string err;
-    if (chan.oob() == nullptr)
-      connect_over_frames(f.get(), chan);
-    else if (!f->connect_peer(*chan.oob(), chan.timeout_ms(), &err))
-      peer_fail("raw libfabric: " + err);
-  }
+  if (chan.oob() == nullptr)
+    connect_over_frames(fab_.get(), chan);
+  else if (!fab_->connect_peer(*chan.oob(), chan.timeout_ms(), &err))
+    peer_fail("raw libfabric: " + err);
   chan.sync("raw libfabric address exchange");
 }
 
 void RawXport::reg(char* sbuf, char* rbuf, size_t len) {
-  smr_.clear();
-  rmr_.clear();
-  for (auto& f : fabs_) {
-    std::string err;
-    const nfc::RawMr* s = f->reg(sbuf, len, &err);
-    if (s == nullptr) fail("raw libfabric: " + err);
-    const nfc::RawMr* r = f->reg(rbuf, len, &err);
-    if (r == nullptr) fail("raw libfabric: " + err);
-    smr_.push_back(s);
-    rmr_.push_back(r);
-  }
+  std::string err;
+  if (smr_ != nullptr) fab_->dereg(smr_);
+  if (rmr_ != nullptr) fab_->dereg(rmr_);
+  smr_ = fab_->reg(sbuf, len, &err);
+  if (smr_ == nullptr) fail("raw libfabric: " + err);
+  rmr_ = fab_->reg(rbuf, len, &err);
+  if (rmr_ == nullptr) fail("raw libfabric: " + err);
 }
 
 Xport::Post RawXport::check(nfc::RawFabric::Post p) {
@@ -123,16 +119,15 @@ Xport::Post RawXport::post(bool send, int slot, int comm, char* buf, size_t len,
     s.comm = comm;
     s.n = n;
   }
-  nfc::RawFabric& f = *fabs_[static_cast<size_t>(comm)];
+  nfc::RawFabric& f = *fab_;
   nfc::RawOp* ops = &ops_[static_cast<size_t>(slot) * static_cast<size_t>(group_)];
+  const uint64_t comm_bits = static_cast<uint64_t>(comm) << 8;
   while (s.parts < n) {
     char* part = buf + static_cast<size_t>(s.parts) * len;
-    const size_t c = static_cast<size_t>(comm);
+    const uint64_t part_bits = comm_bits + static_cast<uint64_t>(s.parts);
     const Post p =
-        send ? check(f.send(part, len, smr_[c], my_tag_ + static_cast<uint64_t>(s.parts),
-                            &ops[s.parts], &err_))
-             : check(f.recv(part, len, rmr_[c], peer_tag_ + static_cast<uint64_t>(s.parts),
-                            &ops[s.parts], &err_));
+        send ? check(f.send(part, len, smr_, my_tag_ + part_bits, &ops[s.parts], &err_))
+             : check(f.recv(part, len, rmr_, peer_tag_ + part_bits, &ops[s.parts], &err_));
     if (p == Post::kRetry) return p;
     ++s.parts;
   }
@@ -149,7 +144,7 @@ Xport::Post RawXport::post_recv(int slot, int comm, char* buf, size_t cap, int n
 
 bool RawXport::poll(int slot, size_t* lens) {
   Slot& s = slots_[static_cast<size_t>(slot)];
-  nfc::RawFabric& f = *fabs_[static_cast<size_t>(s.comm)];
+  nfc::RawFabric& f = *fab_;
   nfc::RawOp* ops = &ops_[static_cast<size_t>(slot) * static_cast<size_t>(group_)];
   bool progressed = false;
   for (int i = 0; i < s.n; ++i) {
