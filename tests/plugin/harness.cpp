@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -154,6 +155,23 @@ int settle(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes,
     if (left > 0 && expired(start, timeout_ms)) return -1;
   }
   return errors;
+}
+
+namespace {
+std::mutex g_log_mu;
+std::string g_log;
+}  // namespace
+
+void capture_log(bool warn, const char* text) {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  g_log += warn ? "WARN " : "INFO ";
+  g_log += text;
+  g_log += "\n";
+}
+
+std::string captured_log() {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  return g_log;
 }
 
 int wait_all(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes, int timeout_ms) {

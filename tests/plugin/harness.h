@@ -89,6 +89,12 @@ int wait_request(nfc::NetPlugin& p, void* req, int* sizes, int timeout_ms = kTim
 int settle(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* sizes,
            std::vector<bool>* failed, int timeout_ms = kTimeoutMs);
 
+// The plugin's log in a child, for tests that check what it said: pass capture_log to
+// nfc::set_log_sink, read it with captured_log() (the keeper thread writes too). Lines start
+// with "WARN " or "INFO ".
+void capture_log(bool warn, const char* text);
+std::string captured_log();
+
 // Polls every request round-robin until all are done, as NCCL's progress thread does (with manual
 // progress a receive may need its sender's comm polled). sizes[i] gets request i's first size.
 // Returns 0; ncclSystemError when a request failed; -1 when one still pends at timeout_ms.

@@ -34,19 +34,6 @@ PairOptions observe_mock(const char* protocol, int nics = 1) {
   return opt;
 }
 
-// ---- log capture (the keeper thread writes too) ----
-std::mutex g_log_mu;
-std::string g_log;
-void capture(bool warn, const char* text) {
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  g_log += warn ? "WARN " : "INFO ";
-  g_log += text;
-  g_log += "\n";
-}
-std::string captured() {
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  return g_log;
-}
 
 // One transfer of `size` bytes with tag 7; both requests waited for.
 int transfer(nfc::NetPlugin& p, void* sc, void* rc, void* sbuf, void* smh, void* rbuf, void* rmh,
@@ -580,7 +567,7 @@ TEST_CASE(
     CHECK(run_single(
         opt,
         [rdma](nfc::NetPlugin& p) {
-          nfc::set_log_sink(capture);
+          nfc::set_log_sink(capture_log);
           mockefa_api api;
           void* sc = nullptr;
           void* rc = nullptr;
@@ -605,7 +592,7 @@ TEST_CASE(
             CHILD_CHECK(p.test(rr, &done, sz) == ncclSuccess && !done, "test");
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
           }
-          std::string l = captured();
+          std::string l = captured_log();
           const char* state =
               rdma ? "waiting for the data (clear-to-send sent)" : "waiting for the data";
           CHILD_CHECK(l.find("WARN NET/FABRIC comm ") != std::string::npos &&
@@ -627,7 +614,7 @@ TEST_CASE(
           std::vector<int> got;
           CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer");
           std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-          l = captured();
+          l = captured_log();
           CHILD_CHECK(l.find("completes requests again") != std::string::npos,
                       "no INFO that the comm completes again:\n%s", l.c_str());
           if (rdma) {
@@ -641,7 +628,7 @@ TEST_CASE(
                   "isend without a receive");
               std::this_thread::sleep_for(std::chrono::milliseconds(5));
             }
-            l = captured();
+            l = captured_log();
             CHILD_CHECK(l.find("send to") != std::string::npos &&
                             l.find("waiting for the receiver's clear-to-send") != std::string::npos,
                         "no stall WARN for the send waiting for its CTS:\n%s", l.c_str());

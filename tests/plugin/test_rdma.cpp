@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -479,22 +478,6 @@ TEST_CASE("RDMA: deregMr while a send still has writes to post keeps its registr
 // receive gets the 7 bytes, and the 1 MiB message, sent next, lands in the second receive. The
 // plugin says once that the NULL-answered isend was not retried, and not for a message of another
 // tag sent between the NULL answer and its retry.
-namespace {
-// The plugin's log in the child (the keeper thread may write too).
-std::mutex g_null_mu;
-std::string g_null_log;
-void null_capture(bool warn, const char* text) {
-  std::lock_guard<std::mutex> lock(g_null_mu);
-  g_null_log += warn ? "WARN " : "INFO ";
-  g_null_log += text;
-  g_null_log += "\n";
-}
-std::string null_log() {
-  std::lock_guard<std::mutex> lock(g_null_mu);
-  return g_null_log;
-}
-}  // namespace
-
 TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivered",
           "[plugin][rdma][mock]") {
   std::string log;
@@ -502,7 +485,7 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
   const bool ok = run_single(
       opt,
       [](nfc::NetPlugin& p) {
-        nfc::set_log_sink(null_capture);
+        nfc::set_log_sink(capture_log);
         mockefa_api api;
         void* sc = nullptr;
         void* rc = nullptr;
@@ -570,7 +553,7 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
         CHILD_CHECK(p.dereg_mr(rc, omh) == ncclSuccess, "deregMr");
         // The second NULL answer was retried with the same arguments (no report); the 7-byte
         // isend after it was not: said once, with both messages' sizes.
-        const std::string l = null_log();
+        const std::string l = captured_log();
         size_t reports = 0;
         for (size_t at = l.find("not retried"); at != std::string::npos;
              at = l.find("not retried", at + 1))
