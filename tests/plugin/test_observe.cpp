@@ -34,7 +34,6 @@ PairOptions observe_mock(const char* protocol, int nics = 1) {
   return opt;
 }
 
-
 // One transfer of `size` bytes with tag 7; both requests waited for.
 int transfer(nfc::NetPlugin& p, void* sc, void* rc, void* sbuf, void* smh, void* rbuf, void* rmh,
              size_t size, size_t cap, int msg) {

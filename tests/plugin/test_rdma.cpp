@@ -558,8 +558,7 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
         for (size_t at = l.find("not retried"); at != std::string::npos;
              at = l.find("not retried", at + 1))
           ++reports;
-        CHILD_CHECK(reports == 1 &&
-                        l.find("isend of 7 bytes (tag 1) to ") != std::string::npos &&
+        CHILD_CHECK(reports == 1 && l.find("isend of 7 bytes (tag 1) to ") != std::string::npos &&
                         l.find("follows an isend of 1048576 bytes of the same tag that was "
                                "answered NULL and not retried") != std::string::npos,
                     "%zu reports of the isend not retried in:\n%s", reports, l.c_str());
