@@ -210,6 +210,11 @@ int post_recv(nfc::NetPlugin& p, void* comm, int n, void** bufs, size_t* sizes, 
   }
 }
 
+int post_recv1(nfc::NetPlugin& p, void* comm, void* buf, size_t cap, int tag, void* mh,
+               void** req) {
+  return post_recv(p, comm, 1, &buf, &cap, &tag, &mh, req);
+}
+
 namespace {
 
 // Both sides listen `comms` times, swap handles, then poll connect and accept alternately.

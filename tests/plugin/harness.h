@@ -105,6 +105,8 @@ int wait_all(nfc::NetPlugin& p, std::vector<void*>& reqs, std::vector<int>* size
 int post_send(nfc::NetPlugin& p, void* comm, void* buf, size_t size, int tag, void* mh, void** req);
 int post_recv(nfc::NetPlugin& p, void* comm, int n, void** bufs, size_t* sizes, int* tags,
               void** mhs, void** req);
+// post_recv of one buffer.
+int post_recv1(nfc::NetPlugin& p, void* comm, void* buf, size_t cap, int tag, void* mh, void** req);
 
 // Deterministic content: byte i of message `msg` of `rank`.
 inline unsigned char pattern(int rank, int msg, size_t i) {

@@ -517,12 +517,9 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
         CHILD_CHECK(post_send(p, sc, small, 7, 1, smh, &small_req) == 0, "isend of 7 B");
         std::vector<void*> reqs;
         for (int i = 0; i < 2; ++i) {
-          void* data[1] = {rbuf.data() + i * kSlot};
-          size_t cap[1] = {kSlot};
-          int tag[1] = {1};
-          void* mhs[1] = {rmh};
           void* rr = nullptr;
-          CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv %d", i);
+          CHILD_CHECK(post_recv1(p, rc, rbuf.data() + i * kSlot, kSlot, 1, rmh, &rr) == 0,
+                      "irecv %d", i);
           reqs.push_back(rr);
         }
         void* big_req = nullptr;
@@ -531,15 +528,10 @@ TEST_CASE("RDMA: after a NULL isend, the message posted next is the one delivere
         void* omh = nullptr;
         CHILD_CHECK(p.reg_mr(rc, obuf.data(), obuf.size(), NCCL_PTR_HOST, &omh) == ncclSuccess,
                     "regMr");
-        {
-          void* data[1] = {obuf.data()};
-          size_t cap[1] = {obuf.size()};
-          int tag[1] = {2};
-          void* mhs[1] = {omh};
-          void* rr = nullptr;
-          CHILD_CHECK(post_recv(p, rc, 1, data, cap, tag, mhs, &rr) == 0, "irecv of tag 2");
-          reqs.push_back(rr);
-        }
+        void* other_rr = nullptr;
+        CHILD_CHECK(post_recv1(p, rc, obuf.data(), obuf.size(), 2, omh, &other_rr) == 0,
+                    "irecv of tag 2");
+        reqs.push_back(other_rr);
         reqs.push_back(small_req);
         reqs.push_back(big_req);
         reqs.push_back(other_req);
