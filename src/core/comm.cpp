@@ -105,7 +105,10 @@ Request* take_request(Comm& c, ReqType type, int n) {
   return r;
 }
 
+void (*comm_listed_hook)(const Comm& c) = nullptr;
+
 void comm_register(Comm& c) {
+  if (comm_listed_hook != nullptr) comm_listed_hook(c);
   SharedEp& s = *c.sep;
   s.comms.push_back(&c);
   if (s.by_id.size() <= c.id) s.by_id.resize(static_cast<size_t>(c.id) + 1, nullptr);

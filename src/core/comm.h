@@ -441,8 +441,12 @@ void fail_request(Request* r, Status s);
 // The whole connection fails (a provider error no single request owns): one WARN, then every
 // pending and later request of c reports s. Under sep->mu.
 void comm_fail(Comm& c, Status s, const char* why);
-// Adds c to its endpoint's list of comms. Under sep->mu.
+// Adds c to its endpoint's list of comms. Under sep->mu. The keeper and route() read listed comms
+// under that lock: every field they read is set before c is listed (issue 34).
 void comm_register(Comm& c);
+// Tests only (tests/unit/test_listing.cpp): when set, comm_register calls it under sep->mu with the
+// comm it lists, to check that comm is complete by then. NULL in the plugin.
+extern void (*comm_listed_hook)(const Comm& c);
 // Posts a flush's read (reg.cpp); -FI_EAGAIN leaves it for a later test().
 Status post_flush(Comm& c, Request* r);
 // What a comm's progress does after the CQ is read: RDMA reposts and retries, deferred posts.
