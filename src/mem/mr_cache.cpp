@@ -156,13 +156,10 @@ Status MrCache::acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_acces
 void MrCache::release(MrEntry* e) {
   std::lock_guard<std::mutex> lock(mu_);
   if (--e->refs > 0) return;
-  // Only a CUDA entry can be checked later (buffer id); host memory is registered afresh.
-  if (!e->listed || e->stale || e->kind == MemKind::kHost || limit_ == 0) {
-    close_entry(e);
-    return;
-  }
-  e->last_use = ++clock_;
-  trim(limit_);
+  // Closed with its last user, whatever the memory (issue 35): an idle GPU registration kept for
+  // reuse pinned memory NCCL had freed (a DMA-BUF MR holds the dma-buf) and left its remote key
+  // valid, a leak under communicator churn. Sharing stays for registrations held at once.
+  close_entry(e);
 }
 
 void MrCache::retire(MrEntry* e) {

@@ -3,11 +3,11 @@
 // call that pins GPU pages. A registration that already covers a range (same memory kind, device
 // and access) is shared, with a reference count.
 //
-// Freed memory: a CUDA allocation has a buffer id that the driver never reuses, so an entry whose
-// range now belongs to another allocation is recognised as stale and never handed out again;
-// idle CUDA entries (no reference left) stay registered for reuse, up to the entry limit, least
-// recently used first out. Host memory has no such id: its entries are closed when their last
-// reference goes, so a range freed and mapped again is always registered afresh.
+// Every entry closes with its last reference: an idle GPU registration would pin memory NCCL freed
+// and keep its remote key valid (issue 35). While held, a CUDA entry whose range now belongs to
+// another allocation (its buffer id, which the driver never reuses, differs) is recognised as
+// stale and never handed out again; host memory has no such id, and a range freed and mapped
+// again while a registration of it is held is not noticed (NCCL deregisters before it frees).
 // Providers that bind registrations to an endpoint (FI_MR_ENDPOINT) get no sharing.
 #pragma once
 #include <cstddef>
@@ -55,7 +55,7 @@ class MrCache final : public DomainAttachment {
   // registered afresh rather than sharing a registration of the old pages.
   void retire(MrEntry* e);
 
-  // Entries kept (held and idle); 0 turns sharing off. Applies from the next acquire.
+  // Entries listed for sharing (all held); 0 turns sharing off. Applies from the next acquire.
   void set_limit(size_t n);
 
   struct Stats {

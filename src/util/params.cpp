@@ -54,7 +54,7 @@ const ParamDef kDefs[kParamCount] = {
      "GPUDirect flush: when NCCL asks (iflush), read a few bytes of the received GPU buffer "
      "through the NIC so its PCIe writes are visible to the GPU; 0 answers every iflush at once"},
     {ParamId::kMrCacheEntries, "NCCL_FABRIC_MR_CACHE_ENTRIES", ParamType::kInt, "1024", 0, 1048576,
-     "registrations kept per NIC for reuse (held and idle); 0 registers every regMr afresh"},
+     "registrations listed per NIC for sharing while held; 0 registers every regMr afresh"},
     {ParamId::kCudaLibrary, "NCCL_FABRIC_CUDA_LIBRARY", ParamType::kString, "libcuda.so.1", 0, 0,
      "the CUDA driver library the plugin loads at run time (name or path)"},
     {ParamId::kTestAssumeDmabuf, "NCCL_FABRIC_TEST_ASSUME_DMABUF", ParamType::kBool, "0", 0, 1,

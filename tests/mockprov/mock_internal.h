@@ -274,6 +274,10 @@ struct Mr {
   int iface = FI_HMEM_SYSTEM;
   int device = 0;
   uint64_t key = 0;
+  // FI_MR_DMABUF: the reference the kernel takes on the dma-buf while the MR lives (a dup of the
+  // caller's fd, closed with the MR): the GPU memory stays pinned until fi_close, whatever the
+  // caller does with its fd or its allocation. -1 otherwise.
+  int dmabuf_ref = -1;
   bool covers(uintptr_t addr, size_t n) const {
     return addr >= base && n <= len && addr - base <= len - n;
   }

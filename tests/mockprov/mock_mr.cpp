@@ -31,6 +31,7 @@ int mr_close(fid* f) {
   g().live_mrs.erase(mr);
   g().mr_by_key.erase(mr->key);
   mr->domain->children--;
+  if (mr->dmabuf_ref >= 0) close(mr->dmabuf_ref);
   delete mr;
   g().counters.open_mrs--;
   return 0;
@@ -130,6 +131,7 @@ int mr_reg_common(fid* fdom, const iovec* iov, size_t count, uint64_t access, ui
   if (!mr->access) mr->access = FI_SEND | FI_RECV;
   mr->iface = iface;
   mr->device = device;
+  if (dmabuf) mr->dmabuf_ref = fcntl(dmabuf->fd, F_DUPFD_CLOEXEC, 0);
   if (cuda_soft_key) {
     // EFA without P2P keeps CUDA registrations in its own map with keys from 2^32 up.
     mr->key = g().next_cuda_key++;

@@ -270,7 +270,8 @@ TEST_CASE(
   // A buffer one page into the allocation, as NCCL registers it: offset = buffer - dma-buf start.
   REQUIRE(reg_dmabuf(p.b.domain, fi_mr_dmabuf{fd, page(), 2 * page(), dev}, &mr) == 0);
   REQUIRE(close(fd) == 0);
-  CHECK(fc.open_dmabuf_fds() == fds_before);  // the provider kept no copy
+  // The MR holds the dma-buf (as the kernel's reference does) until it is closed.
+  CHECK(fc.open_dmabuf_fds() == fds_before + 1);
 
   std::vector<uint8_t> src = pattern(2 * page(), 9);
   Mr smr(p.a.domain, src.data(), src.size());
@@ -293,6 +294,7 @@ TEST_CASE(
   CHECK(counters().violations_total == 0);
 
   CHECK(fi_close(&mr->fid) == 0);
+  CHECK(fc.open_dmabuf_fds() == fds_before);  // released with the MR
   CHECK(mem_free(d) == cu::kSuccess);
   CHECK(set_ctx(nullptr) == cu::kSuccess);
   CHECK(release(0) == cu::kSuccess);

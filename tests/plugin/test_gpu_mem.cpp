@@ -426,6 +426,11 @@ TEST_CASE("GPU memory: DMA-BUF registration (the fd closed right after, as NCCL 
         const size_t kBuf = 1 << 20;
         unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
         unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+        // The dma-bufs alive: the caller's fds and those the mock's MRs hold, as the kernel holds
+        // a reference while a DMA-BUF MR lives (GPU memory pinned).
+        auto open_fds = reinterpret_cast<int (*)()>(dlsym(g_cuda.lib, "fakecuda_open_dmabuf_fds"));
+        CHILD_CHECK(open_fds != nullptr, "fakecuda_open_dmabuf_fds");
+        const int fds0 = open_fds();
         void* mh[2] = {nullptr, nullptr};
         unsigned char* bufs[2] = {sbuf, rbuf};
         void* comms[2] = {sc, rc};
@@ -459,8 +464,35 @@ TEST_CASE("GPU memory: DMA-BUF registration (the fd closed right after, as NCCL 
         api.get_counters(&c);
         CHILD_CHECK(c.violations_total == 0, "%llu violations",
                     (unsigned long long)c.violations_total);
+        CHILD_CHECK(open_fds() == fds0 + 2, "%d dma-bufs held by 2 registrations",
+                    open_fds() - fds0);
         CHILD_CHECK(p.dereg_mr(sc, mh[0]) == ncclSuccess && p.dereg_mr(rc, mh[1]) == ncclSuccess,
                     "deregMr");
+        // Released at the last deregMr (issue 35): an idle registration kept for reuse pinned the
+        // GPU memory NCCL freed, and its remote key stayed valid.
+        CHILD_CHECK(open_fds() == fds0, "%d dma-buf(s) still pinned after the last deregMr",
+                    open_fds() - fds0);
+        // Two registrations of one range (two fds, as two comms get them) share one MR, which
+        // holds one dma-buf until the second deregMr.
+        void* m1 = nullptr;
+        void* m2 = nullptr;
+        for (int i = 0; i < 2; ++i) {
+          int fd = -1;
+          CHILD_CHECK(g_cuda.dmabuf(&fd, reinterpret_cast<cu::DevicePtr>(rbuf), kBuf,
+                                    cu::kMemRangeHandleTypeDmaBufFd, 0) == cu::kSuccess,
+                      "dmabuf fd");
+          CHILD_CHECK(p.reg_mr_dmabuf(i == 0 ? rc : sc, rbuf, kBuf, NCCL_PTR_CUDA, 0, fd,
+                                      i == 0 ? &m1 : &m2) == ncclSuccess,
+                      "regMrDmaBuf %d", i);
+          close(fd);
+        }
+        CHILD_CHECK(open_fds() == fds0 + 1, "%d dma-bufs for one shared registration",
+                    open_fds() - fds0);
+        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess, "deregMr");
+        CHILD_CHECK(open_fds() == fds0 + 1, "released while still held");
+        CHILD_CHECK(p.dereg_mr(sc, m2) == ncclSuccess, "deregMr 2");
+        CHILD_CHECK(open_fds() == fds0, "%d dma-buf(s) still pinned after the last deregMr",
+                    open_fds() - fds0);
         CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
         dlclose(api.handle);
         return 0;
@@ -469,8 +501,10 @@ TEST_CASE("GPU memory: DMA-BUF registration (the fd closed right after, as NCCL 
   INFO(log);
 }
 
-TEST_CASE("GPU memory: the registration cache shares, keeps idle GPU entries, notices freed memory",
-          "[plugin][gpu][mock]") {
+TEST_CASE(
+    "GPU memory: the registration cache shares while held, closes with the last user, notices "
+    "freed memory",
+    "[plugin][gpu][mock]") {
   REQUIRE(fake_path()[0] != '\0');  // make check exports NF_FAKECUDA_LIB
   std::string log;
   PairOptions opt = gpu_mock();
@@ -500,38 +534,53 @@ TEST_CASE("GPU memory: the registration cache shares, keeps idle GPU entries, no
         CHILD_CHECK(open_mrs(api) == base + 1, "%llu registrations for one range",
                     (unsigned long long)(open_mrs(api) - base));
         CHILD_CHECK(m1 != m2, "handles are distinct");
-        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess && p.dereg_mr(rc, m2) == ncclSuccess &&
-                        p.dereg_mr(rc, m3) == ncclSuccess,
+        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess && p.dereg_mr(rc, m2) == ncclSuccess,
                     "deregMr");
-        // Idle GPU registrations stay for reuse ...
-        CHILD_CHECK(open_mrs(api) == base + 1, "idle GPU entry closed");
+        CHILD_CHECK(open_mrs(api) == base + 1, "closed while still held");
+        CHILD_CHECK(p.dereg_mr(rc, m3) == ncclSuccess, "deregMr");
+        // Closed with its last user (issue 35): an idle GPU entry kept for reuse pinned memory
+        // NCCL may have freed.
+        CHILD_CHECK(open_mrs(api) == base, "idle GPU entry kept");
+        // Memory freed while a registration of it is held, and the address handed out again as
+        // another allocation: the entry is stale and not shared with the new allocation.
         CHILD_CHECK(p.reg_mr(rc, a, kBuf, NCCL_PTR_CUDA, &m1) == ncclSuccess, "regMr again");
-        CHILD_CHECK(open_mrs(api) == base + 1, "no reuse of the idle entry");
-        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess, "deregMr");
-        // ... until the memory is freed and the address comes back as another allocation.
         CHILD_CHECK(g_cuda.free(reinterpret_cast<cu::DevicePtr>(a)) == cu::kSuccess, "free");
         void* b = cuda_alloc(kBuf);
         CHILD_CHECK(b == a, "the fake driver gave another address (%p, %p)", a, b);
         mockefa_counters c1;
         api.get_counters(&c1);
-        CHILD_CHECK(p.reg_mr(rc, b, kBuf, NCCL_PTR_CUDA, &m1) == ncclSuccess,
+        CHILD_CHECK(p.reg_mr(rc, b, kBuf, NCCL_PTR_CUDA, &m2) == ncclSuccess,
                     "regMr new allocation");
         mockefa_counters c2;
         api.get_counters(&c2);
         CHILD_CHECK(c2.mr_registrations == c1.mr_registrations + 1,
-                    "the stale registration was reused for a new allocation");
-        CHILD_CHECK(open_mrs(api) == base + 1, "the stale entry was not closed");
-        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess, "deregMr");
-        // Bounded: 5 idle GPU entries with a limit of 3 leave 3.
-        std::vector<void*> more;
+                    "the stale registration was shared with a new allocation");
+        CHILD_CHECK(p.dereg_mr(rc, m1) == ncclSuccess && p.dereg_mr(rc, m2) == ncclSuccess,
+                    "deregMr");
+        CHILD_CHECK(open_mrs(api) == base, "%llu registrations left",
+                    (unsigned long long)(open_mrs(api) - base));
+        // The limit (3) bounds what is listed for sharing: 5 held ranges are 5 registrations,
+        // the first 3 shared by a second regMr, the last 2 not (a registration each).
+        std::vector<void*> bufs, more;
         for (int i = 0; i < 5; ++i) {
-          void* x = cuda_alloc(1 << 16);
+          bufs.push_back(cuda_alloc(1 << 16));
           void* mh = nullptr;
-          CHILD_CHECK(p.reg_mr(rc, x, 1 << 16, NCCL_PTR_CUDA, &mh) == ncclSuccess, "regMr %d", i);
+          CHILD_CHECK(p.reg_mr(rc, bufs.back(), 1 << 16, NCCL_PTR_CUDA, &mh) == ncclSuccess,
+                      "regMr %d", i);
           more.push_back(mh);
         }
+        CHILD_CHECK(open_mrs(api) == base + 5, "%llu registrations for 5 ranges",
+                    (unsigned long long)(open_mrs(api) - base));
+        for (int i = 0; i < 5; ++i) {
+          void* mh = nullptr;
+          CHILD_CHECK(p.reg_mr(rc, bufs[i], 1 << 16, NCCL_PTR_CUDA, &mh) == ncclSuccess,
+                      "regMr %d again", i);
+          more.push_back(mh);
+        }
+        CHILD_CHECK(open_mrs(api) == base + 7, "%llu registrations, 7 expected",
+                    (unsigned long long)(open_mrs(api) - base));
         for (void* mh : more) CHILD_CHECK(p.dereg_mr(rc, mh) == ncclSuccess, "deregMr");
-        CHILD_CHECK(open_mrs(api) <= base + 3, "%llu idle entries kept with a limit of 3",
+        CHILD_CHECK(open_mrs(api) == base, "%llu registrations left after the last deregMr",
                     (unsigned long long)(open_mrs(api) - base));
         // Host memory is shared while held, and closed with its last user (idle GPU entries may
         // make room for it).
