@@ -6,6 +6,7 @@
 
 #include "core/connect.h"
 #include "core/ctrl.h"
+#include "core/plugin.h"
 #include "fabric/errors.h"
 
 #include "util/clock.h"
@@ -202,11 +203,13 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
           l.peer_name.c_str());
       send_nack(l, AckStatus::kProviderMismatch);
     } else if ((l.ctrl->connect.proto.protocols & l.offered) == 0) {
-      NF_WARN(
-          "%s refused a connection: the peer accepts %s, this side %s; set "
-          "NCCL_FABRIC_PROTOCOL the same on every node (auto works everywhere)",
-          l.peer_name.c_str(), proto_names(l.ctrl->connect.proto.protocols),
-          proto_names(l.offered));
+      NF_WARN("%s refused a connection: the peer accepts %s, this side %s; %s", l.peer_name.c_str(),
+              proto_names(l.ctrl->connect.proto.protocols), proto_names(l.offered),
+              (l.offered & kProtoSendRecv) == 0 && ll128_rdma_only()
+                  ? "this side takes RDMA only because NCCL's LL128 relies on the ordering of RDMA "
+                    "writes, which sends lack here: set NCCL_PROTO=^LL128 on every node, or let "
+                    "every node use RDMA (docs/troubleshooting.md#ll128)"
+                  : "set NCCL_FABRIC_PROTOCOL the same on every node (auto works everywhere)");
       send_nack(l, AckStatus::kNoCommonProtocol);
     } else {
       const ConnectMsg& cm = l.ctrl->connect;

@@ -1,7 +1,9 @@
 #include "core/plugin.h"
 
 #include <strings.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -35,7 +37,12 @@ struct Devices {
   GdrReport gdr;                       // probed on the first NIC, applies to every device
   EpFeatures features;                 // what an endpoint of the first NIC answered (EFA's options)
   PlatformChoice platform;             // the platform-table row (docs/platforms.md)
-  std::vector<RailPlane> rail_plane;   // per device: NCCL >= 2.30's railId and planeId
+  // LL128 stays enabled on the strength of RDMA writes landing 128-byte lines in order, while
+  // sends do not (FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES refused): a connection that fell
+  // back to SENDRECV could tear LL128 lines, so under NCCL_FABRIC_PROTOCOL=auto the devices
+  // offer RDMA only (ll128_policy, device_env; issue 35).
+  std::atomic<bool> ll128_rdma_only{false};  // read without d.mu (accept, under an endpoint's lock)
+  std::vector<RailPlane> rail_plane;         // per device: NCCL >= 2.30's railId and planeId
   int live_contexts = 0;
   int max_recvs = 1;
   PluginCtx* default_ctx = nullptr;
@@ -130,6 +137,7 @@ bool nccl_proto_allows_ll128(const char* v) {
 // NCCL's socket transport does, and are not restricted.
 void ll128_policy(Devices& d, const Params& p) {
   unsetenv(kLl128OffEnv);
+  d.ll128_rdma_only.store(false);
   const EpFeatures& f = d.features;
   if (!f.efa_options) return;
   const std::string& want = p.get_str(ParamId::kProtocol);
@@ -142,7 +150,21 @@ void ll128_policy(Devices& d, const Params& p) {
   NF_INFO(kSubsysInit | kSubsysNet, "LL128: the %s protocol needs %s: %s (%s)",
           rdma ? "RDMA" : "SENDRECV", opt, granted ? "granted" : "refused",
           f.in_order_note.c_str());
-  if (granted) return;
+  if (granted) {
+    // The grant covers the RDMA protocol's writes. Under auto a connection may still fall back to
+    // SENDRECV (a peer that offers only that); unless sends are ordered too, or the user keeps
+    // LL128 out, such a connection is refused instead (device_env offers RDMA only).
+    const char* user = getenv("NCCL_PROTO");
+    const bool only = rdma && want == "auto" && !f.sendrecv_in_order_128 &&
+                      (user == nullptr || nccl_proto_allows_ll128(user));
+    d.ll128_rdma_only.store(only);
+    if (only)
+      NF_INFO(kSubsysInit | kSubsysNet,
+              "LL128: FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES refused, so connections use "
+              "the RDMA protocol only (a peer offering only SENDRECV is refused; NCCL_PROTO=^LL128 "
+              "lets it in)");
+    return;
+  }
   const Platform& row = *d.platform.row;
   const std::string expected = row.ll128_expected == 1
                                    ? std::string("; the platform table expects ") + row.name +
@@ -505,11 +527,14 @@ Status device_props(int dev, DeviceProps* out) {
   return Status::kOk;
 }
 
+bool ll128_rdma_only() { return devices().ll128_rdma_only.load(std::memory_order_relaxed); }
+
 Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   std::vector<std::shared_ptr<Domain>> doms;
   size_t ndev = 0;
   bool rma = false;
   bool write_emulated = false;
+  bool ll128_only = false;
   std::string name;
   const Platform* platform_row = &generic_platform();
   std::string rma_note;
@@ -534,6 +559,7 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     ndev = d.groups.size();
     rma = d.rma[static_cast<size_t>(dev)];
     write_emulated = d.write_emulated;
+    ll128_only = d.ll128_rdma_only.load();
     platform_row = d.platform.row;
     name = d.names[static_cast<size_t>(dev)];
     out->provider = d.provider;
@@ -579,6 +605,9 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
       // The platform row may know better (p4d's EFA has no RDMA write: writes would be emulated).
       out->offered = kProtoSendRecv;
       rma_note = std::string("the platform row ") + platform_row->name + " prefers SENDRECV";
+    } else if (rma && ll128_only) {
+      out->offered = kProtoRdma;
+      rma_note = "RDMA only: LL128 relies on the RDMA writes' 128-byte ordering, which sends lack";
     }
   }
   std::lock_guard<std::mutex> lock(ctx.mu);

@@ -78,5 +78,8 @@ NetSummary net_summary();
 // The connect environment of a device: the context's shared endpoint on it (opened, with the
 // domain, on first use) and the provider.
 Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out);
+// Whether the devices offer RDMA only because LL128 relies on RDMA writes' 128-byte ordering,
+// which sends lack (NCCL_FABRIC_PROTOCOL=auto; issue 35).
+bool ll128_rdma_only();
 
 }  // namespace nf

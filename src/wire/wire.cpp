@@ -38,7 +38,8 @@ const char* ack_status_text(AckStatus s) {
     case AckStatus::kMalformed: return "the listener found the connect message malformed";
     case AckStatus::kNoCommonProtocol:
       return "no protocol both sides accept (NCCL_FABRIC_PROTOCOL=sendrecv on one side and rdma "
-             "on the other, or rdma forced where the provider cannot do it)";
+             "on the other, rdma forced where the provider cannot do it, or RDMA only on a side "
+             "where LL128 relies on it: NCCL_PROTO=^LL128 lets SENDRECV in)";
   }
   return "unknown status";
 }

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -475,6 +476,91 @@ TEST_CASE(
           return 0;
         },
         &log));
+  }
+}
+
+namespace {
+
+// One connection between p (this process's first context) and a second context of the plugin
+// whose NCCL_FABRIC_PROTOCOL is `other` (a peer configured otherwise: NCCL calls init once per
+// communicator, and a context reads the environment when it is made). `p_listens` picks the
+// direction. 1: connected; 0: refused (connect failed, nothing accepted); -1: setup failed.
+int connect_to_other(nfc::NetPlugin& p, const char* other, bool p_listens) {
+  setenv("NCCL_FABRIC_PROTOCOL", other, 1);
+  nfc::NetPlugin q;
+  std::string err;
+  CHILD_CHECK(q.load(plugin_path(), 0, &err), "%s", err.c_str());
+  CHILD_CHECK(q.init() == ncclSuccess, "second init");
+  nfc::NetPlugin& l = p_listens ? p : q;
+  nfc::NetPlugin& c = p_listens ? q : p;
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* lc = nullptr;
+  CHILD_CHECK(l.listen(0, handle, &lc) == ncclSuccess, "listen");
+  void* sc = nullptr;
+  void* rc = nullptr;
+  bool refused = false;
+  const auto start = std::chrono::steady_clock::now();
+  while ((sc == nullptr || rc == nullptr) && !refused &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    if (sc == nullptr && c.connect(0, handle, &sc) != ncclSuccess) refused = true;
+    if (rc == nullptr) CHILD_CHECK(l.accept(lc, &rc) == ncclSuccess, "accept");
+  }
+  // A refused connect leaves the listener waiting: nothing was accepted.
+  for (int k = 0; k < 20 && refused && rc == nullptr; ++k) {
+    CHILD_CHECK(l.accept(lc, &rc) == ncclSuccess, "accept");
+    usleep(1000);
+  }
+  const int result = sc != nullptr && rc != nullptr ? 1 : refused && rc == nullptr ? 0 : -1;
+  if (sc != nullptr) c.close_send(sc);
+  if (rc != nullptr) l.close_recv(rc);
+  l.close_listen(lc);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "LL128 left on by the RDMA writes' 128-byte ordering: a peer that offers only SENDRECV, "
+    "whose sends are not ordered, is refused (issue 35)",
+    "[plugin][efa][ll128]") {
+  // EFA grants FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES with device writes, and refuses the
+  // SENDRECV option (efa 2.4+; the mock too). NCCL_PROTO stays as it was, so LL128 stays on;
+  // a connection that fell back to SENDRECV would carry LL128 lines unordered.
+  for (bool p_listens : {true, false}) {
+    INFO((p_listens ? "this side listens" : "this side connects"));
+    std::string log;
+    PairOptions opt = captured(
+        mock_with({{"MOCKEFA_RMA", "device"}, {"NCCL_PROTO", ""}, {"NCCL_DEBUG", "WARN"}}));
+    CHECK(run_single(
+        opt,
+        [&](nfc::NetPlugin& p) {
+          int n = 0;
+          CHILD_CHECK(p.devices(&n) == ncclSuccess, "devices");
+          CHILD_CHECK(getenv("NCCL_PROTO") == nullptr, "NCCL_PROTO set to %s",
+                      getenv("NCCL_PROTO"));
+          const int r = connect_to_other(p, "sendrecv", p_listens);
+          CHILD_CHECK(r == 0, "%s", r == 1 ? "connected over SENDRECV with LL128 on" : "no result");
+          if (p_listens)
+            CHILD_CHECK(has(captured_text(), "NCCL_PROTO=^LL128"),
+                        "the refusal's WARN does not say how to let it in");
+          return 0;
+        },
+        &log));
+    INFO(log);
+  }
+  SECTION("LL128 excluded by the user: the SENDRECV peer connects") {
+    std::string log;
+    PairOptions opt = mock_with({{"MOCKEFA_RMA", "device"}, {"NCCL_PROTO", "^LL128"}});
+    CHECK(run_single(
+        opt,
+        [&](nfc::NetPlugin& p) {
+          int n = 0;
+          CHILD_CHECK(p.devices(&n) == ncclSuccess, "devices");
+          CHILD_CHECK(connect_to_other(p, "sendrecv", true) == 1, "refused");
+          return 0;
+        },
+        &log));
+    INFO(log);
   }
 }
 
