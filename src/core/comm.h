@@ -225,6 +225,7 @@ struct SharedEp {
   Status failed = Status::kOk;  // sticky: the completion queue itself failed
   uint64_t stray_errors = 0;    // error completions that belonged to no operation
   uint64_t eq_errors = 0;       // errors the provider reported on an event queue
+  uint64_t eq_unnamed = 0;      // ... of which named no peer of ours (EFA names none)
   std::unordered_map<std::string, fi_addr_t> peers;  // address bytes -> AV entry: one per peer
   fi_addr_t self = FI_ADDR_UNSPEC;  // our own address in the AV (GPUDirect flush reads)
   std::vector<std::unique_ptr<Zombie>> zombies;

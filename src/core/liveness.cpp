@@ -181,19 +181,32 @@ void eq_check(SharedEp& sep) {
         for (fi_addr_t a : named) peer_failed(sep, a, Status::kRemoteError, what);
         continue;
       }
-      // No peer named: the endpoint's state is unknown, so every connection on it fails.
-      std::vector<fi_addr_t> all;
-      for (Comm* c : sep.comms) {
-        if (c->role == CommRole::kListen || c->peer == FI_ADDR_UNSPEC || !ok(c->failed)) continue;
-        bool seen = false;
-        for (fi_addr_t a : all) seen = seen || a == c->peer;
-        if (!seen) all.push_back(c->peer);
+      // No peer named, which is how EFA writes every EQ error (err and prov_errno only, e.g. a
+      // failed handshake with some peer). Failing every connection of the endpoint would take down
+      // every communicator on this NIC for one peer (issue 35). The connections it concerns fail
+      // on their own: their operations complete in error (EFA fails every op to a peer it could
+      // not reach), and the liveness probes, sent to every peer now, find a peer that is gone.
+      size_t peers = 0;
+      if (sep.live) {
+        for (ProbePeer& p : sep.live->peers) {
+          p.last_ping_ns = 0;  // due now
+          ++peers;
+        }
+        sep.live->last_check_ns = 0;
       }
-      NF_WARN(
-          "an error that names no peer, on the event queue of %s: %s; every connection on "
-          "the endpoint (%zu peer(s)) fails (docs/troubleshooting.md#eq-error)",
-          sep.rail(rail)->domain().name().c_str(), err.text.c_str(), all.size());
-      for (fi_addr_t a : all) peer_failed(sep, a, Status::kRemoteError, what);
+      ++sep.eq_unnamed;
+      if (sep.eq_unnamed == 1)
+        NF_WARN(
+            "an error that names no peer, on the event queue of %s: %s; the connections it "
+            "concerns fail through their own operations' errors or the liveness probes, sent "
+            "now to %zu peer(s)%s (docs/troubleshooting.md#eq-error)",
+            sep.rail(rail)->domain().name().c_str(), err.text.c_str(), peers,
+            sep.live && sep.live->timeout_ns > 0 ? "" : " (probing is off: operations only)");
+      else
+        NF_INFO(kSubsysNet, "event queue of %s: %s (%llu such errors so far)",
+                sep.rail(rail)->domain().name().c_str(), err.text.c_str(),
+                static_cast<unsigned long long>(sep.eq_unnamed));
+      live_check(sep);
     }
   }
 }

@@ -67,7 +67,11 @@ ssize_t eq_readerr(fid_eq* feq, fi_eq_err_entry* out, uint64_t flags) {
   out->err = e.err;
   out->prov_errno = e.prov_errno;
   const size_t need = e.err_data.size() + 1;
-  if (user_size && user_buf) {
+  if (e.err_data.empty()) {
+    // No provider data (EFA's EQ errors): err_data_size 0, and no pointer of ours.
+    out->err_data_size = 0;
+    if (!(user_size && user_buf)) out->err_data = nullptr;
+  } else if (user_size && user_buf) {
     const size_t n = std::min(user_size, need);
     std::memcpy(user_buf, e.err_data.c_str(), n);
     static_cast<char*>(user_buf)[n - 1] = '\0';

@@ -276,8 +276,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "every endpoint has an event queue: an error that belongs to no operation fails the "
-    "peer it names, with a WARN, and the process goes on",
+    "every endpoint has an event queue: an error that belongs to no operation is reported, the "
+    "connection it concerns fails through its operations, and the process goes on",
     "[plugin][efa][eq]") {
   std::string log;
   // The mock raises, on the endpoint's 11th transmit (after the handshake), an EQ error naming that
@@ -331,9 +331,7 @@ TEST_CASE(
                     static_cast<unsigned long long>(c.faults[MOCKEFA_F_EQ_ERROR]));
         CHILD_CHECK(c.violations[MOCKEFA_V_NO_EQ] == 0, "an endpoint had no event queue");
         const std::string text = cap.text();
-        CHILD_CHECK(has(text, "the provider reported on its event queue"),
-                    "no WARN naming the EQ error");
-        CHILD_CHECK(has(text, "peer "), "the WARN names no peer");
+        CHILD_CHECK(has(text, "Failure posting handshake to peer"), "no WARN naming the EQ error");
         // Deregistering and closing the failed comms is clean and bounded (as NCCL does after an
         // error: its buffers go back, then the comms).
         CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
@@ -346,6 +344,119 @@ TEST_CASE(
         return 0;
       },
       &log));
+}
+
+TEST_CASE(
+    "an EQ error that names no peer (EFA writes none) fails only the connection it concerns: "
+    "two peers, one lost, the other's transfers go on (issue 35)",
+    "[plugin][efa][eq]") {
+  std::string log;
+  PairOptions opt = mock_with({{"NCCL_FABRIC_PROTOCOL", "sendrecv"}});
+  CHECK(run_single(
+      opt,
+      [&](nfc::NetPlugin& p) {
+        Capture cap;
+        mockefa_api api;
+        CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
+        // Two peers with endpoints of their own (a context each), opened before the fault.
+        nfc::NetPlugin q, r;
+        std::string err;
+        CHILD_CHECK(q.load(plugin_path(), 0, &err) && q.init() == ncclSuccess, "peer q: %s",
+                    err.c_str());
+        CHILD_CHECK(r.load(plugin_path(), 0, &err) && r.init() == ncclSuccess, "peer r: %s",
+                    err.c_str());
+        void* sq = nullptr;
+        void* rq = nullptr;
+        void* sr = nullptr;
+        void* rr = nullptr;
+        // q and r listen first (their endpoints open without the fault); then p's endpoint opens
+        // with it: its 11th transmit, after both handshakes, raises an EQ error like EFA's for a
+        // failed handshake with that transmit's peer, and every op to that peer fails.
+        char hq[NCCL_NET_HANDLE_MAXSIZE] = {}, hr[NCCL_NET_HANDLE_MAXSIZE] = {};
+        void* lq = nullptr;
+        void* lr = nullptr;
+        CHILD_CHECK(q.listen(0, hq, &lq) == ncclSuccess && r.listen(0, hr, &lr) == ncclSuccess,
+                    "listen");
+        mockefa_faults f;
+        api.get_faults(&f);
+        f.eq_error_after = 10;
+        api.set_faults(&f);
+        const auto start = std::chrono::steady_clock::now();
+        while ((sq == nullptr || rq == nullptr || sr == nullptr || rr == nullptr) &&
+               std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+          if (sq == nullptr) CHILD_CHECK(p.connect(0, hq, &sq) == ncclSuccess, "connect q");
+          if (sr == nullptr) CHILD_CHECK(p.connect(0, hr, &sr) == ncclSuccess, "connect r");
+          if (rq == nullptr) CHILD_CHECK(q.accept(lq, &rq) == ncclSuccess, "accept q");
+          if (rr == nullptr) CHILD_CHECK(r.accept(lr, &rr) == ncclSuccess, "accept r");
+        }
+        api.set_faults(nullptr);
+        CHILD_CHECK(sq && rq && sr && rr, "not connected within 20 s");
+        q.close_listen(lq);
+        r.close_listen(lr);
+        const size_t size = 4096;
+        std::vector<unsigned char> sbuf(size), qbuf(size), rbuf(size);
+        void* smq = nullptr;
+        void* smr = nullptr;
+        void* qmh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sq, sbuf.data(), size, NCCL_PTR_HOST, &smq) == ncclSuccess &&
+                        p.reg_mr(sr, sbuf.data(), size, NCCL_PTR_HOST, &smr) == ncclSuccess &&
+                        q.reg_mr(rq, qbuf.data(), size, NCCL_PTR_HOST, &qmh) == ncclSuccess &&
+                        r.reg_mr(rr, rbuf.data(), size, NCCL_PTR_HOST, &rmh) == ncclSuccess,
+                    "regMr");
+        // Messages to q only, until one fails: the op that raises the error goes to q.
+        bool failed = false;
+        for (int i = 0; i < 40 && !failed; ++i) {
+          std::vector<void*> reqs;
+          void* req = nullptr;
+          if (post_recv1(q, rq, qbuf.data(), size, 1, qmh, &req) != 0) break;
+          reqs.push_back(req);
+          if (post_send(p, sq, sbuf.data(), size, 1, smq, &req) != 0) {
+            failed = true;
+            break;
+          }
+          reqs.push_back(req);
+          std::vector<int> sizes;
+          std::vector<bool> bad;
+          const int n = settle(p, reqs, &sizes, &bad, 20000);
+          CHILD_CHECK(n >= 0, "a request still pending 20 s after the EQ error");
+          failed = n > 0;
+        }
+        CHILD_CHECK(failed, "no transfer to the lost peer failed");
+        mockefa_counters c;
+        api.get_counters(&c);
+        CHILD_CHECK(c.faults[MOCKEFA_F_EQ_ERROR] == 1, "the mock raised %llu EQ errors",
+                    static_cast<unsigned long long>(c.faults[MOCKEFA_F_EQ_ERROR]));
+        // The other peer was not lost: its connection carries messages, every byte checked.
+        for (int i = 0; i < 4; ++i) {
+          fill(sbuf.data(), size, 0, i);
+          std::vector<void*> reqs;
+          void* req = nullptr;
+          CHILD_CHECK(post_recv1(r, rr, rbuf.data(), size, 1, rmh, &req) == 0,
+                      "irecv from the live peer failed");
+          reqs.push_back(req);
+          CHILD_CHECK(post_send(p, sr, sbuf.data(), size, 1, smr, &req) == 0,
+                      "isend to the live peer failed");
+          reqs.push_back(req);
+          std::vector<int> sizes;
+          CHILD_CHECK(wait_all(p, reqs, &sizes) == 0,
+                      "a transfer with the live peer failed after the other peer's EQ error");
+          CHILD_CHECK(verify(rbuf.data(), size, 0, i) == SIZE_MAX, "content");
+        }
+        CHILD_CHECK(has(cap.text(), "names no peer"), "no WARN about the EQ error");
+        p.dereg_mr(sq, smq);
+        p.dereg_mr(sr, smr);
+        q.dereg_mr(rq, qmh);
+        r.dereg_mr(rr, rmh);
+        p.close_send(sq);
+        p.close_send(sr);
+        q.close_recv(rq);
+        r.close_recv(rr);
+        dlclose(api.handle);
+        return 0;
+      },
+      &log));
+  INFO(log);
 }
 
 TEST_CASE(
