@@ -344,6 +344,10 @@ Comm::~Comm() {
     z.ctrl = std::move(ctrl);
     z.mrs.push_back(ctrl_reg);
     ctrl_reg = MemReg();
+    for (MemReg& m : flush_reg) {
+      z.mrs.push_back(m);
+      m = MemReg();
+    }
     z.pstate = std::move(pstate);  // its registrations close with it
     // NCCL's registrations stay only where an operation of ours still uses them; the others
     // close now, so that a peer's late RDMA write into memory NCCL frees is refused by the NIC.
@@ -362,6 +366,7 @@ Comm::~Comm() {
   }
   retired.clear();
   deregister_memory(&ctrl_reg);
+  for (MemReg& m : flush_reg) deregister_memory(&m);
   pstate.reset();  // the protocol's buffers and registrations
   pool.reset();
 }
@@ -413,7 +418,7 @@ void request_release(Request* r) {
 Status request_test(Request* r, int* done, int* sizes) {
   Comm& c = *r->comm;
   std::lock_guard<TicketLock> lock(c.sep->mu);
-  if (r->type == ReqType::kFlush && r->state == ReqState::kPending && r->posted == 0) {
+  if (r->type == ReqType::kFlush && r->state == ReqState::kPending && r->posted < r->n) {
     Status s = post_flush(c, r);
     if (!ok(s)) fail_request(r, s);
   }

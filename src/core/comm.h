@@ -228,6 +228,8 @@ struct SharedEp {
   uint64_t eq_unnamed = 0;      // ... of which named no peer of ours (EFA names none)
   std::unordered_map<std::string, fi_addr_t> peers;  // address bytes -> AV entry: one per peer
   fi_addr_t self = FI_ADDR_UNSPEC;  // our own address in the AV (GPUDirect flush reads)
+  fi_addr_t self_rail[kMaxRails] = {FI_ADDR_UNSPEC, FI_ADDR_UNSPEC, FI_ADDR_UNSPEC,
+                                    FI_ADDR_UNSPEC};  // ... in rail r's AV (r >= 1)
   std::vector<std::unique_ptr<Zombie>> zombies;
   std::vector<Comm*> comms;  // every open comm on it (a failure without an operation finds its own)
   bool zombie_done = false;  // a zombie's last operation came back: sweep after the CQ pass
@@ -364,6 +366,9 @@ struct Comm {
   using Ctrl = CtrlBuf;
   std::unique_ptr<Ctrl> ctrl;
   MemReg ctrl_reg;
+  // The flush's landing bytes (ctrl->flush) on rails 1.. (rail 0: ctrl_reg), made at the first
+  // iflush of a multi-rail connection.
+  MemReg flush_reg[kMaxRails - 1];
   WireHandle handle{};  // connect: the decoded handle; listen: what we published
   uint64_t nonce = 0;
   uint64_t started_ns = 0;

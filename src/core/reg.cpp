@@ -17,19 +17,30 @@
 
 namespace nf {
 
+// One read per rail of the connection, rail k through rail k's endpoint from its own address: a
+// read orders only the earlier PCIe writes of the NIC that issues it, and the peer's writes into
+// this buffer came through every rail (issue 35: the read went through rail 0 only). Posts from
+// r->posted on; -FI_EAGAIN leaves the rest for test().
 Status post_flush(Comm& c, Request* r) {
   MemHandle* mh = r->flush.mh;
   const uintptr_t a = reinterpret_cast<uintptr_t>(r->flush.buf);
-  ssize_t rc = fi_read(c.ep->ep(), c.ctrl->flush, r->flush.len, c.ctrl_reg.desc, c.sep->self,
-                       a - mh->reg.remote_base, mh->reg.key, &r->ops[0]);
-  if (rc == -FI_EAGAIN) return Status::kOk;  // posted later, from test()
-  if (rc != 0) {
-    r->n = 0;  // nothing will complete
-    Status s = fi_fail("fi_read(GPUDirect flush)", static_cast<int>(rc), "our own endpoint");
-    fail_request(r, s);
-    return s;
+  while (r->posted < r->n) {
+    const int k = r->posted;
+    Endpoint* ep = c.sep->rail(k);
+    const MemReg& dst = mh->rail_reg(k);
+    void* desc = k == 0 ? c.ctrl_reg.desc : c.flush_reg[k - 1].desc;
+    const fi_addr_t self = k == 0 ? c.sep->self : c.sep->self_rail[k];
+    ssize_t rc = fi_read(ep->ep(), c.ctrl->flush, r->flush.len, desc, self, a - dst.remote_base,
+                         dst.key, &r->ops[k]);
+    if (rc == -FI_EAGAIN) return Status::kOk;  // posted later, from test()
+    if (rc != 0) {
+      r->n = r->posted;  // only what was posted will complete
+      Status s = fi_fail("fi_read(GPUDirect flush)", static_cast<int>(rc), "our own endpoint");
+      fail_request(r, s);
+      return s;
+    }
+    op_posted(r, mh);
   }
-  op_posted(r, mh);
   return Status::kOk;
 }
 
@@ -63,13 +74,26 @@ Status comm_iflush(Comm& c, void* data, MemHandle* mh, Request** out) {
   *out = nullptr;
   std::lock_guard<TicketLock> lock(c.sep->mu);
   if (!ok(c.sep->failed)) return c.sep->failed;
-  if (c.sep->self == FI_ADDR_UNSPEC) {
-    uint8_t name[kMaxAddrLen];
-    size_t len = sizeof(name);
-    NF_CHECK(c.ep->name(name, &len));
-    NF_CHECK(c.sep->insert_peer(name, len, &c.sep->self));
+  // Our own address on every rail of the connection, and the landing bytes registered there.
+  const int rails = c.protocol->writes ? c.nrails : 1;
+  for (int k = 0; k < rails; ++k) {
+    fi_addr_t* self = k == 0 ? &c.sep->self : &c.sep->self_rail[k];
+    if (*self == FI_ADDR_UNSPEC) {
+      uint8_t name[kMaxAddrLen];
+      size_t len = sizeof(name);
+      NF_CHECK(c.sep->rail(k)->name(name, &len));
+      if (k == 0)
+        NF_CHECK(c.sep->insert_peer(name, len, self));
+      else
+        NF_CHECK(c.sep->insert_rail_peer(k, name, len, self));
+    }
+    if (k > 0 && c.flush_reg[k - 1].mr == nullptr) {
+      Endpoint* ep = c.sep->rail(k);
+      NF_CHECK(register_memory(ep->domain(), ep->ep(), c.ctrl->flush, sizeof(c.ctrl->flush),
+                               &c.flush_reg[k - 1]));
+    }
   }
-  Request* r = take_request(c, ReqType::kFlush, 1);
+  Request* r = take_request(c, ReqType::kFlush, rails);
   if (r == nullptr) {
     // A NULL flush request means "flushed" to NCCL: running out must be an error.
     NF_WARN("iflush with %s: every request of the comm is in use", c.peer_name.c_str());

@@ -374,6 +374,7 @@ MOCKEFA_EXPORT void mockefa_reset_counters(void) {
   c.open_eps = kept.open_eps;
   c.open_mrs = kept.open_mrs;
   c.open_eqs = kept.open_eqs;
+  c.gpu_unflushed_mrs = kept.gpu_unflushed_mrs;
   g().last_violation.clear();
 }
 

@@ -278,6 +278,8 @@ struct Mr {
   // caller's fd, closed with the MR): the GPU memory stays pinned until fi_close, whatever the
   // caller does with its fd or its allocation. -1 otherwise.
   int dmabuf_ref = -1;
+  // CUDA memory written by this MR's NIC with no read through it since (gpu_unflushed_mrs).
+  bool unflushed = false;
   bool covers(uintptr_t addr, size_t n) const {
     return addr >= base && n <= len && addr - base <= len - n;
   }
@@ -354,6 +356,7 @@ struct Op {
   uint64_t tag = 0, data = 0;
   bool has_data = false;
   uint64_t rma_addr = 0, rma_key = 0;
+  Mr* rma_mr = nullptr;  // the target registration, once rma_accept found it
   bool needs_handshake = false;
   bool ordered = true;  // FI_ORDER_SAS applies between this op and its pair's next message
   uint32_t wire_delay = 0;

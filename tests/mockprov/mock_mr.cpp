@@ -32,6 +32,7 @@ int mr_close(fid* f) {
   g().mr_by_key.erase(mr->key);
   mr->domain->children--;
   if (mr->dmabuf_ref >= 0) close(mr->dmabuf_ref);
+  if (mr->unflushed) g().counters.gpu_unflushed_mrs--;
   delete mr;
   g().counters.open_mrs--;
   return 0;

@@ -160,6 +160,13 @@ void setup_landing(Op* op, Ep* cfg) {
   }
 }
 
+// The NIC of mr's domain wrote into it: CUDA memory then waits for a read through that NIC.
+void mark_gpu_write(Mr* mr) {
+  if (!mr || mr->iface != FI_HMEM_CUDA || mr->unflushed) return;
+  mr->unflushed = true;
+  g().counters.gpu_unflushed_mrs++;
+}
+
 void start_msg_landing(Ep* x, Op* op) {
   op->recv_ep = x;
   op->land_bytes = std::min(op->len, op->recv.cap);
@@ -194,6 +201,7 @@ void land_msg(Ep* x, Op* op) {
     return;
   }
   if (!land_chunk(op, op->recv.segs, op->segs)) return;
+  for (const Seg& s : op->recv.segs) mark_gpu_write(s.mr);
   complete_recv(x, op->recv, op);
   finish_initiator(op);
   retire(op);
@@ -212,6 +220,15 @@ void land_rma(Op* op, Ep* tgt) {
   bool done = op->kind == OpKind::kWrite ? land_chunk(op, remote, op->segs)
                                          : land_chunk(op, op->segs, remote);
   if (!done) return;
+  // live: the registration may have closed since rma_accept (mr_lost then failed the op above).
+  if (op->rma_mr && g().live_mrs.count(op->rma_mr)) {
+    if (op->kind == OpKind::kWrite)
+      mark_gpu_write(op->rma_mr);
+    else if (op->rma_mr->unflushed) {
+      op->rma_mr->unflushed = false;  // a read through the NIC that wrote it: the flush
+      g().counters.gpu_unflushed_mrs--;
+    }
+  }
   if (op->kind == OpKind::kWrite && op->has_data) {
     // fi_writedata's target event: one per write, covering only that write's bytes.
     CqEntry e;
@@ -274,6 +291,7 @@ bool rma_accept(Op* op, Ep* tgt) {
       retire(op);
       return false;
     }
+    op->rma_mr = mr;
   }
   if (op->kind == OpKind::kWrite && op->has_data && tgt->direct &&
       tgt->profile.no_unsolicited_write_recv) {

@@ -117,6 +117,11 @@ struct mockefa_counters {
   uint64_t nic_tx_ops[32];
   uint64_t mr_registrations; /* successful fi_mr_reg/regv/regattr calls (a cache's misses) */
   uint64_t open_eqs;         /* gauge: event queues open right now (kept by reset, like open_*) */
+  /* Gauge (kept by reset): CUDA registrations written by the NIC of their domain (an RMA write,
+   * or a received message) with no RMA read of that registration through that NIC since. On a
+   * real GPU, a read through a NIC is what orders that NIC's earlier PCIe writes before the GPU
+   * reads the memory (the GPUDirect flush); a read through another NIC orders nothing of them. */
+  uint64_t gpu_unflushed_mrs;
 };
 
 /* Fault knobs, per endpoint. An endpoint takes its knobs when it is opened (fi_endpoint):

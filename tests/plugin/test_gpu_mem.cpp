@@ -242,6 +242,9 @@ TEST_CASE("GPU memory: transfers between CUDA buffers, with the flush, on both p
                 api.get_counters(&after);
                 CHILD_CHECK(after.tx_posted == before.tx_posted + 1, "the flush posted %llu ops",
                             (unsigned long long)(after.tx_posted - before.tx_posted));
+                CHILD_CHECK(after.gpu_unflushed_mrs == 0,
+                            "%llu GPU registrations written and not flushed",
+                            (unsigned long long)after.gpu_unflushed_mrs);
               }
               ++msg;
             }
@@ -285,6 +288,77 @@ TEST_CASE("GPU memory: transfers between CUDA buffers, with the flush, on both p
       INFO(log);
     }
   }
+}
+
+TEST_CASE("GPU memory: the flush reads through every rail that carried writes (issue 35)",
+          "[plugin][gpu][mock]") {
+  REQUIRE(fake_path()[0] != '\0');  // make check exports NF_FAKECUDA_LIB
+  std::string log;
+  PairOptions opt = gpu_mock("rdma");
+  opt.env.push_back({"MOCKEFA_NDOMAINS", "2"});
+  opt.env.push_back({"NCCL_FABRIC_RAILS", "2"});
+  CHECK(run_single(
+      opt,
+      [](nfc::NetPlugin& p) {
+        mockefa_api api;
+        void* sc = nullptr;
+        void* rc = nullptr;
+        CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+        const size_t kBuf = 8 << 20;
+        unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+        unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+        void* smh = nullptr;
+        void* rmh = nullptr;
+        CHILD_CHECK(p.reg_mr(sc, sbuf, kBuf, NCCL_PTR_CUDA, &smh) == ncclSuccess, "regMr send");
+        CHILD_CHECK(p.reg_mr(rc, rbuf, kBuf, NCCL_PTR_CUDA, &rmh) == ncclSuccess, "regMr recv");
+        for (int msg = 0; msg < 3; ++msg) {
+          mockefa_counters c0;
+          api.get_counters(&c0);
+          fill(sbuf, kBuf, 1, msg);
+          void* rr = nullptr;
+          void* sr = nullptr;
+          CHILD_CHECK(post_recv1(p, rc, rbuf, kBuf, 3, rmh, &rr) == 0, "irecv");
+          CHILD_CHECK(post_send(p, sc, sbuf, kBuf, 3, smh, &sr) == 0, "isend");
+          std::vector<void*> reqs = {rr, sr};
+          std::vector<int> got;
+          CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer");
+          CHILD_CHECK(verify(rbuf, kBuf, 1, msg) == SIZE_MAX, "content");
+          mockefa_counters c1;
+          api.get_counters(&c1);
+          // Striped: both NICs carried writes of the message.
+          for (int nic = 0; nic < 2; ++nic)
+            CHILD_CHECK(c1.nic_tx_bytes[nic] - c0.nic_tx_bytes[nic] >= kBuf / 4,
+                        "NIC %d carried %llu bytes of %zu", nic,
+                        (unsigned long long)(c1.nic_tx_bytes[nic] - c0.nic_tx_bytes[nic]), kBuf);
+          CHILD_CHECK(c1.gpu_unflushed_mrs > 0, "the mock saw no GPU write to flush");
+          void* data[1] = {rbuf};
+          int fsizes[1] = {static_cast<int>(kBuf)};
+          void* mhs[1] = {rmh};
+          void* fr = nullptr;
+          CHILD_CHECK(p.iflush(rc, 1, data, fsizes, mhs, &fr) == ncclSuccess && fr != nullptr,
+                      "iflush");
+          CHILD_CHECK(wait_request(p, fr, nullptr) == 0, "flush completes");
+          mockefa_counters c2;
+          api.get_counters(&c2);
+          CHILD_CHECK(c2.gpu_unflushed_mrs == 0,
+                      "%llu GPU registration(s) written through a rail the flush did not read "
+                      "through",
+                      (unsigned long long)c2.gpu_unflushed_mrs);
+          CHILD_CHECK(c2.tx_posted - c1.tx_posted == 2, "the flush posted %llu reads for 2 rails",
+                      (unsigned long long)(c2.tx_posted - c1.tx_posted));
+        }
+        mockefa_counters c;
+        api.get_counters(&c);
+        CHILD_CHECK(c.violations_total == 0, "%llu violations",
+                    (unsigned long long)c.violations_total);
+        CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                    "deregMr");
+        CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+        dlclose(api.handle);
+        return 0;
+      },
+      &log));
+  INFO(log);
 }
 
 // EFA reports a send done once the peer acknowledged it, which can come after the peer wrote the
