@@ -235,11 +235,20 @@ Status rdma_post_writes(Comm& c, Request* r) {
     }
     MemHandle* mh = r->send.mh;
     void* desc = mh != nullptr ? mh->rail_reg(rail).desc : nullptr;
+    uint8_t* buf = static_cast<uint8_t*>(r->send.buf) + off;
+    if (len == 0) {
+      // A 0-byte message (a GPUDirect receiver takes no eager ones): efa-direct before libfabric
+      // 2.6 needs a descriptor for a 0-byte write too (2.6 brought a bounce buffer), and NCCL's
+      // buffer may come without one: the write goes from the comm's own registered bytes, on
+      // rail 0 (issue 35).
+      rail = 0;
+      buf = c.ctrl->flush;
+      desc = c.ctrl_reg.desc;
+    }
     const uint64_t data =
         sep.wide_imm ? (static_cast<uint64_t>(len) << 32) | r->send.imm : r->send.imm;
-    ssize_t rc =
-        fi_writedata(sep.rail(rail)->ep(), static_cast<uint8_t*>(r->send.buf) + off, len, desc,
-                     data, c.peer_rail[rail], r->send.raddr + off, r->send.rkeys[rail], &r->ops[k]);
+    ssize_t rc = fi_writedata(sep.rail(rail)->ep(), buf, len, desc, data, c.peer_rail[rail],
+                              r->send.raddr + off, r->send.rkeys[rail], &r->ops[k]);
     if (rc == -FI_EAGAIN) {
       c.st.eagain.add();
       return Status::kOk;

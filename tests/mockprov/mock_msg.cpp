@@ -127,10 +127,25 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     return -FI_EINVAL;
   }
   std::vector<Seg> segs;
+  if (!inject && ep->direct && is_rma && a.count == 0) {
+    // efa-direct before libfabric 2.6 posts an RMA with no SGE, which the device does not take.
+    violation(MOCKEFA_V_NO_DESC, "%s of 0 bytes without an iov on efa-direct", name);
+    return -FI_EINVAL;
+  }
   if (!inject) {
     for (size_t i = 0; i < a.count; ++i) {
       Seg s{static_cast<uint8_t*>(a.iov[i].iov_base), a.iov[i].iov_len, nullptr};
       void* desc = a.desc ? a.desc[i] : nullptr;
+      if (s.len == 0 && !desc && ep->direct && is_rma) {
+        // efa-direct before libfabric 2.6 (efa_rma_post_read/write) wants a descriptor for every
+        // iov, 0 bytes too: "EFA direct requires FI_MR_LOCAL but application does not provide a
+        // valid desc". 2.6 substitutes a bounce buffer of its own for 0-byte RMA; the mock models
+        // the libfabric CI builds (2.1), issue 35.
+        violation(MOCKEFA_V_NO_DESC,
+                  "%s of 0 bytes without a descriptor on efa-direct (libfabric < 2.6 refuses it)",
+                  name);
+        return -FI_EINVAL;
+      }
       if (s.len == 0) {
         segs.push_back(
             s);  // zero-length pieces need neither buffer nor descriptor (EFA allows 0-byte ops)

@@ -290,6 +290,77 @@ TEST_CASE("GPU memory: transfers between CUDA buffers, with the flush, on both p
   }
 }
 
+// 0-byte messages to a GPUDirect receiver (no eager messages: every message is a write). On the
+// mock's efa-direct fabric (libfabric 2.x headers) a 0-byte write needs a descriptor, as on
+// efa-direct before libfabric 2.6; NCCL's isend may come without a registration for it.
+TEST_CASE("GPU memory: 0-byte sends to a GPUDirect receiver, on each EFA fabric (issue 35)",
+          "[plugin][gpu][mock]") {
+  REQUIRE(fake_path()[0] != '\0');
+  std::vector<const char*> fabrics = {"efa"};
+#if FI_MAJOR_VERSION >= 2
+  fabrics.push_back("efa-direct");
+#endif
+  for (const char* fabric : fabrics) {
+    INFO("NCCL_FABRIC_EFA_FABRIC=" << fabric);
+    std::string log;
+    PairOptions opt = gpu_mock("rdma");
+    opt.env.push_back({"NCCL_FABRIC_EFA_FABRIC", fabric});
+    opt.env.push_back({"MOCKEFA_RMA", "device"});
+    CHECK(run_single(
+        opt,
+        [](nfc::NetPlugin& p) {
+          mockefa_api api;
+          void* sc = nullptr;
+          void* rc = nullptr;
+          CHILD_CHECK(mock_pair(p, &api, &sc, &rc) == 0, "mock pair");
+          const size_t kBuf = 1 << 16;
+          unsigned char* sbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+          unsigned char* rbuf = static_cast<unsigned char*>(cuda_alloc(kBuf));
+          void* smh = nullptr;
+          void* rmh = nullptr;
+          CHILD_CHECK(p.reg_mr(sc, sbuf, kBuf, NCCL_PTR_CUDA, &smh) == ncclSuccess, "regMr");
+          CHILD_CHECK(p.reg_mr(rc, rbuf, kBuf, NCCL_PTR_CUDA, &rmh) == ncclSuccess, "regMr");
+          // With NCCL's registration, without one, and without a buffer; then a message with data
+          // (the receive after the 0-byte ones gets its own message).
+          struct Send {
+            void* buf;
+            size_t size;
+            void* mh;
+          } sends[] = {{sbuf, 0, smh}, {sbuf, 0, nullptr}, {nullptr, 0, nullptr}, {sbuf, 777, smh}};
+          int msg = 0;
+          for (const Send& x : sends) {
+            memset(rbuf, 0xee, kBuf);
+            if (x.size > 0) fill(sbuf, x.size, 1, msg);
+            void* rr = nullptr;
+            void* sr = nullptr;
+            CHILD_CHECK(post_recv1(p, rc, rbuf, kBuf, 3, rmh, &rr) == 0, "irecv %d", msg);
+            CHILD_CHECK(post_send(p, sc, x.buf, x.size, 3, x.mh, &sr) == 0, "isend %d (%zu bytes)",
+                        msg, x.size);
+            std::vector<void*> reqs = {rr, sr};
+            std::vector<int> got;
+            CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer %d", msg);
+            CHILD_CHECK(static_cast<size_t>(got[0]) == x.size, "received %d of %zu", got[0],
+                        x.size);
+            if (x.size > 0) CHILD_CHECK(verify(rbuf, x.size, 1, msg) == SIZE_MAX, "content");
+            CHILD_CHECK(rbuf[x.size] == 0xee, "a write past the message");
+            ++msg;
+          }
+          mockefa_counters c;
+          api.get_counters(&c);
+          CHILD_CHECK(c.violations_total == 0, "%llu violations (no_desc: %llu)",
+                      (unsigned long long)c.violations_total,
+                      (unsigned long long)c.violations[MOCKEFA_V_NO_DESC]);
+          CHILD_CHECK(p.dereg_mr(sc, smh) == ncclSuccess && p.dereg_mr(rc, rmh) == ncclSuccess,
+                      "deregMr");
+          CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+          dlclose(api.handle);
+          return 0;
+        },
+        &log));
+    INFO(log);
+  }
+}
+
 TEST_CASE("GPU memory: the flush reads through every rail that carried writes (issue 35)",
           "[plugin][gpu][mock]") {
   REQUIRE(fake_path()[0] != '\0');  // make check exports NF_FAKECUDA_LIB
