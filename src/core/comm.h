@@ -447,6 +447,11 @@ void fail_request(Request* r, Status s);
 // The whole connection fails (a provider error no single request owns): one WARN, then every
 // pending and later request of c reports s. Under sep->mu.
 void comm_fail(Comm& c, Status s, const char* why);
+// With 4 bytes of CQ data the RDMA protocol's receiver takes a write's length from the
+// completion; some rdma-core builds (efa without length_hi) keep only its low 16 bits. One 64 KiB
+// write to e's own address, on an endpoint nothing else uses yet: "" when the length came back
+// whole (or the check could not be made), else why the lengths cannot be used (endpoint.cpp).
+std::string write_len_probe(Endpoint& e, bool rx_cq_data);
 // Adds c to its endpoint's list of comms. Under sep->mu. The keeper and route() read listed comms
 // under that lock: every field they read is set before c is listed (issue 34).
 void comm_register(Comm& c);

@@ -5,10 +5,15 @@
 #include "core/comm.h"
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 
+#include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 #include "core/ctrl.h"
 #include "core/liveness.h"
@@ -241,6 +246,100 @@ SharedEp::~SharedEp() {
   ep.reset();
   ctrl_teardown(*this);
   live_teardown(*this);
+}
+
+// Where the receiver of the RDMA protocol takes a write's length from the completion (4 bytes of
+// CQ data: no room for it in the immediate), that length must be whole. rdma-core's efa provider
+// without length_hi support reports only its low 16 bits: a write of 64 KiB reads as 0 bytes, and
+// NCCL would get a wrong size with no error (issue 35). One write of 64 KiB + 128 bytes to our own
+// address, before anything else uses the endpoint, says which kind this is. Returns "" when the
+// length came back whole, or when the probe could not run (its own failure is logged at INFO:
+// nothing is concluded from it); else the reason the lengths cannot be used.
+std::string write_len_probe(Endpoint& e, bool rx_cq_data) {
+  const size_t kLen = 65536 + 128;
+  const fi_info* info = e.domain().info();
+  if ((info->caps & FI_RMA) == 0 || (info->caps & FI_REMOTE_WRITE) == 0) return "";
+  // The buffers and the operations' contexts in one block: where an operation may still be in
+  // the provider when the probe gives up, the block is left allocated rather than freed under it.
+  void* mem = nullptr;
+  if (posix_memalign(&mem, 4096, 2 * kLen + 4096 + 2 * sizeof(OpCtx)) != 0) return "";
+  std::unique_ptr<void, void (*)(void*)> hold(mem, free);
+  uint8_t* src = static_cast<uint8_t*>(mem);
+  uint8_t* dst = src + kLen;
+  uint8_t* rx = dst + kLen;
+  OpCtx* ctxs = reinterpret_cast<OpCtx*>(rx + 4096);
+  memset(src, 0x5a, kLen);
+  memset(ctxs, 0, 2 * sizeof(OpCtx));
+  fi_context2* wctx = &ctxs[0].fi;
+  fi_context2* rctx = &ctxs[1].fi;
+  bool in_provider = false;  // an operation posted and not seen complete
+  MemReg sreg, dreg, rreg;
+  auto inconclusive = [&](const std::string& why) {
+    NF_INFO(kSubsysInit | kSubsysNet, "write-length check on %s not made: %s",
+            e.domain().name().c_str(), why.c_str());
+    if (in_provider) {
+      (void)hold.release();
+      return std::string();  // the registrations stay too
+    }
+    deregister_memory(&sreg);
+    deregister_memory(&dreg);
+    deregister_memory(&rreg);
+    return std::string();
+  };
+  if (!ok(register_memory(e.domain(), e.ep(), src, kLen, &sreg)) ||
+      !ok(register_memory(e.domain(), e.ep(), dst, kLen, &dreg, true)) ||
+      !ok(register_memory(e.domain(), e.ep(), rx, 4096, &rreg)))
+    return inconclusive("registration failed");
+  uint8_t name[kMaxAddrLen];
+  size_t nlen = sizeof(name);
+  fi_addr_t self = FI_ADDR_UNSPEC;
+  if (!ok(e.name(name, &nlen)) || !ok(e.insert_peer(name, nlen, &self)))
+    return inconclusive("our own address could not be inserted");
+  // Without unsolicited write receive, the write's immediate data consumes a posted receive.
+  if (rx_cq_data) {
+    if (fi_recv(e.ep(), rx, 4096, rreg.desc, FI_ADDR_UNSPEC, rctx) != 0)
+      return inconclusive("fi_recv failed");
+    in_provider = true;
+  }
+  const uint64_t deadline = now_ns() + 2000000000ull;
+  ssize_t rc;
+  while ((rc = fi_writedata(e.ep(), src, kLen, sreg.desc, 0, self,
+                            reinterpret_cast<uintptr_t>(dst) - dreg.remote_base, dreg.key, wctx)) ==
+             -FI_EAGAIN &&
+         now_ns() < deadline) {
+    fi_cq_tagged_entry x[8];
+    CqError err;
+    e.read(x, 8, &err);
+  }
+  if (rc != 0) return inconclusive(fi_error_text("fi_writedata", static_cast<int>(rc)));
+  in_provider = true;
+  bool local = false, remote = false;
+  size_t got = 0;
+  while ((!local || !remote) && now_ns() < deadline) {
+    fi_cq_tagged_entry x[8];
+    CqError err;
+    const int n = e.read(x, 8, &err);
+    if (n < 0) return inconclusive("the write failed: " + err.text);
+    for (int k = 0; k < n; ++k) {
+      if (x[k].op_context == wctx && !(x[k].flags & FI_REMOTE_CQ_DATA)) local = true;
+      if (x[k].flags & FI_REMOTE_CQ_DATA) {
+        remote = true;
+        got = x[k].len;
+      }
+    }
+  }
+  if (!local || !remote) return inconclusive("no completion within 2 s");
+  in_provider = false;
+  deregister_memory(&sreg);
+  deregister_memory(&dreg);
+  deregister_memory(&rreg);
+  if (got == kLen) return "";
+  char why[256];
+  snprintf(why, sizeof(why),
+           "a write of %zu bytes was reported as %zu bytes (the provider keeps only part of a "
+           "write's length: rdma-core's efa provider without length_hi support)",
+           kLen, got);
+  return why;
 }
 
 Status shared_ep_open(const std::vector<std::shared_ptr<Domain>>& doms, const Params& params,

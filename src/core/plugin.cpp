@@ -37,6 +37,9 @@ struct Devices {
   GdrReport gdr;                       // probed on the first NIC, applies to every device
   EpFeatures features;                 // what an endpoint of the first NIC answered (EFA's options)
   PlatformChoice platform;             // the platform-table row (docs/platforms.md)
+  // Why write lengths from completions cannot be trusted (write_len_probe), "" when they can: the
+  // RDMA protocol is then off on every device (rma all false).
+  std::string write_len_broken;
   // LL128 stays enabled on the strength of RDMA writes landing 128-byte lines in order, while
   // sends do not (FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES refused): a connection that fell
   // back to SENDRECV could tear LL128 lines, so under NCCL_FABRIC_PROTOCOL=auto the devices
@@ -331,6 +334,17 @@ Status discover_locked(Devices& d, const Params& p) {
       return Status::kSystemError;
     }
     d.features = probe->features();
+    // Write lengths, where the RDMA protocol would read them from completions (issue 35).
+    if (!d.rma.empty() && d.rma[0] && d.domains[0]->cq_data_size() < 8)
+      d.write_len_broken =
+          write_len_probe(*probe, (d.domains[0]->info()->mode & FI_RX_CQ_DATA) != 0);
+  }
+  if (!d.write_len_broken.empty()) {
+    NF_WARN(
+        "the RDMA protocol is off on every device, SENDRECV carries every message: %s; update "
+        "rdma-core (the EFA installer's) to get it back (docs/troubleshooting.md#write-length)",
+        d.write_len_broken.c_str());
+    for (size_t k = 0; k < d.rma.size(); ++k) d.rma[k] = false;
   }
   const EpFeatures& f = d.features;
   if (f.efa_options)
@@ -535,6 +549,7 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
   bool rma = false;
   bool write_emulated = false;
   bool ll128_only = false;
+  std::string len_broken;  // why the RDMA protocol is off although the NIC has RMA writes
   std::string name;
   const Platform* platform_row = &generic_platform();
   std::string rma_note;
@@ -560,6 +575,7 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     rma = d.rma[static_cast<size_t>(dev)];
     write_emulated = d.write_emulated;
     ll128_only = d.ll128_rdma_only.load();
+    len_broken = d.write_len_broken;
     platform_row = d.platform.row;
     name = d.names[static_cast<size_t>(dev)];
     out->provider = d.provider;
@@ -576,7 +592,9 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
           "device %d (%s): the fabric offers no tagged messages, so SENDRECV is impossible, %s; "
           "set NCCL_FABRIC_EFA_FABRIC=efa (docs/configuration.md)",
           dev, name.c_str(),
-          rma ? "and NCCL_FABRIC_PROTOCOL=sendrecv asks for it" : "and it offers no RMA writes");
+          rma                  ? "and NCCL_FABRIC_PROTOCOL=sendrecv asks for it"
+          : len_broken.empty() ? "and it offers no RMA writes"
+                               : ("and its RMA writes cannot be used: " + len_broken).c_str());
       return Status::kInvalidUsage;
     }
     out->offered = kProtoRdma;
@@ -587,10 +605,10 @@ Status device_env(PluginCtx& ctx, int dev, ConnectEnv* out) {
     out->offered = kProtoSendRecv;
   } else if (want == "rdma") {
     if (!rma) {
-      NF_WARN(
-          "NCCL_FABRIC_PROTOCOL=rdma, but provider '%s' on %s offers no RMA writes with "
-          "remote CQ data; use sendrecv or auto",
-          out->provider.c_str(), name.c_str());
+      NF_WARN("NCCL_FABRIC_PROTOCOL=rdma, but provider '%s' on %s %s; use sendrecv or auto",
+              out->provider.c_str(), name.c_str(),
+              len_broken.empty() ? "offers no RMA writes with remote CQ data"
+                                 : ("cannot use its RMA writes: " + len_broken).c_str());
       return Status::kInvalidUsage;
     }
     out->offered = kProtoRdma;

@@ -193,6 +193,8 @@ Profile read_profile() {
   p.unreach_polls = env_u64("MOCKEFA_UNREACH_POLLS", 64);
   if (p.unreach_polls == 0) p.unreach_polls = 1;
   p.write_event_context = env_u64("MOCKEFA_WRITE_EVENT_CONTEXT", 0) != 0;
+  p.write_len_bits = static_cast<unsigned>(env_u64("MOCKEFA_WRITE_LEN_BITS", 0));
+  if (p.write_len_bits >= 64) p.write_len_bits = 0;
   p.verbose = env_flag("MOCKEFA_VERBOSE", false);
   p.abort_on_violation = env_flag("MOCKEFA_ABORT_ON_VIOLATION", false);
   p.no_unsolicited_write_recv = env_flag("MOCKEFA_NO_UNSOLICITED_WRITE_RECV", false);

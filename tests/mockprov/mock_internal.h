@@ -165,6 +165,10 @@ struct Profile {
   uint64_t unreach_polls = 64;
   bool write_event_context =
       false;  // fi_writedata target events carry a junk op_context (shm 1.17)
+  // MOCKEFA_WRITE_LEN_BITS=16: the length of a write's target event keeps its low 16 bits only,
+  // as rdma-core's efa provider without length_hi support reports an RDMA write with immediate
+  // data (a 64 KiB write reads as 0). 0 (default): the whole length.
+  unsigned write_len_bits = 0;
   bool verbose = false;
   bool abort_on_violation = false;
   // efa-direct: MOCKEFA_NO_UNSOLICITED_WRITE_RECV=1 (a NIC without unsolicited write recv), and

@@ -236,6 +236,7 @@ void land_rma(Op* op, Ep* tgt) {
     // fi_cq(3) says NULL; shm 1.17 puts the sender's message id there on some paths.
     if (tgt->profile.write_event_context) e.op_context = reinterpret_cast<void*>(uintptr_t{0x10});
     e.len = op->len;
+    if (tgt->profile.write_len_bits != 0) e.len &= (uint64_t{1} << tgt->profile.write_len_bits) - 1;
     e.data = op->data;
     e.src = tgt->av ? tgt->av->reverse(op->src_addr) : FI_ADDR_NOTAVAIL;
     e.ep_serial = tgt->serial;

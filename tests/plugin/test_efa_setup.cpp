@@ -675,6 +675,74 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "write lengths cut to 16 bits (rdma-core without length_hi): found at open; auto falls back "
+    "to SENDRECV, a forced RDMA protocol fails with a WARN (issue 35)",
+    "[plugin][efa][writelen]") {
+  SECTION("auto: every size arrives whole, over SENDRECV, with a WARN") {
+    std::string log;
+    PairOptions opt = captured(mock_with(
+        {{"MOCKEFA_RMA", "device"}, {"MOCKEFA_WRITE_LEN_BITS", "16"}, {"NCCL_PROTO", ""}}));
+    CHECK(run_single(
+        opt,
+        [&](nfc::NetPlugin& p) {
+          Capture cap;
+          void* sc = nullptr;
+          void* rc = nullptr;
+          CHILD_CHECK(mock_pair(p, nullptr, &sc, &rc) == 0, "mock pair");
+          const size_t kBuf = 1 << 20;
+          std::vector<unsigned char> sbuf(kBuf), rbuf(kBuf);
+          void* smh = nullptr;
+          void* rmh = nullptr;
+          CHILD_CHECK(p.reg_mr(sc, sbuf.data(), kBuf, NCCL_PTR_HOST, &smh) == ncclSuccess &&
+                          p.reg_mr(rc, rbuf.data(), kBuf, NCCL_PTR_HOST, &rmh) == ncclSuccess,
+                      "regMr");
+          int msg = 0;
+          for (size_t size : {size_t{65536}, size_t{131072}, size_t{100000}, kBuf}) {
+            fill(sbuf.data(), size, 0, msg);
+            void* rr = nullptr;
+            void* sr = nullptr;
+            CHILD_CHECK(post_recv1(p, rc, rbuf.data(), kBuf, 1, rmh, &rr) == 0, "irecv");
+            CHILD_CHECK(post_send(p, sc, sbuf.data(), size, 1, smh, &sr) == 0, "isend");
+            std::vector<void*> reqs = {rr, sr};
+            std::vector<int> got;
+            CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer of %zu bytes", size);
+            CHILD_CHECK(static_cast<size_t>(got[0]) == size, "received %d of %zu bytes", got[0],
+                        size);
+            CHILD_CHECK(verify(rbuf.data(), size, 0, msg) == SIZE_MAX, "content");
+            ++msg;
+          }
+          CHILD_CHECK(has(captured_text(), "the RDMA protocol is off"), "no WARN");
+          CHILD_CHECK(has(captured_text(), "length_hi"), "the WARN does not say why");
+          p.dereg_mr(sc, smh);
+          p.dereg_mr(rc, rmh);
+          p.close_send(sc);
+          p.close_recv(rc);
+          return 0;
+        },
+        &log));
+    INFO(log);
+  }
+  SECTION("NCCL_FABRIC_PROTOCOL=rdma: listen fails with a WARN") {
+    std::string log;
+    PairOptions opt = mock_with({{"MOCKEFA_RMA", "device"},
+                                 {"MOCKEFA_WRITE_LEN_BITS", "16"},
+                                 {"NCCL_FABRIC_PROTOCOL", "rdma"}});
+    CHECK(run_single(
+        opt,
+        [&](nfc::NetPlugin& p) {
+          Capture cap;
+          char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+          void* lc = nullptr;
+          CHILD_CHECK(p.listen(0, handle, &lc) != ncclSuccess, "listen succeeded");
+          CHILD_CHECK(has(cap.text(), "cannot use its RMA writes"), "no WARN");
+          return 0;
+        },
+        &log));
+    INFO(log);
+  }
+}
+
 // Not EFA, but the same kind of check: a provider whose own size check is broken. shm cannot fail
 // a message larger than its tagged receive (libfabric 1.x hangs, 2.1 crashes in fi_trecv), so the
 // oversize case of test_handles.cpp skips shm under SENDRECV; the user gets this WARN instead.
