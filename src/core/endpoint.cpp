@@ -314,6 +314,7 @@ std::string write_len_probe(Endpoint& e, bool rx_cq_data) {
   if (rc != 0) return inconclusive(fi_error_text("fi_writedata", static_cast<int>(rc)));
   in_provider = true;
   bool local = false, remote = false;
+  bool recv_open = rx_cq_data;  // our receive, until the write consumed it or it was cancelled
   size_t got = 0;
   while ((!local || !remote) && now_ns() < deadline) {
     fi_cq_tagged_entry x[8];
@@ -322,6 +323,7 @@ std::string write_len_probe(Endpoint& e, bool rx_cq_data) {
     if (n < 0) return inconclusive("the write failed: " + err.text);
     for (int k = 0; k < n; ++k) {
       if (x[k].op_context == wctx && !(x[k].flags & FI_REMOTE_CQ_DATA)) local = true;
+      if (x[k].op_context == rctx) recv_open = false;
       if (x[k].flags & FI_REMOTE_CQ_DATA) {
         remote = true;
         got = x[k].len;
@@ -329,10 +331,28 @@ std::string write_len_probe(Endpoint& e, bool rx_cq_data) {
     }
   }
   if (!local || !remote) return inconclusive("no completion within 2 s");
+  if (recv_open) {
+    // The NIC takes writes without a receive after all: ours goes back, cancelled.
+    fi_cancel(&e.ep()->fid, rctx);
+    const uint64_t until = now_ns() + 1000000000ull;
+    while (recv_open && now_ns() < until) {
+      fi_cq_tagged_entry x[8];
+      CqError err;
+      const int n = e.read(x, 8, &err);
+      if (n < 0 && err.op_context == rctx) recv_open = false;
+      for (int k = 0; k < n; ++k)
+        if (x[k].op_context == rctx) recv_open = false;
+    }
+  }
+  if (recv_open) {
+    // Still posted: its memory and registration stay (a few KiB, once per process).
+    (void)hold.release();
+  } else {
+    deregister_memory(&rreg);
+  }
   in_provider = false;
   deregister_memory(&sreg);
   deregister_memory(&dreg);
-  deregister_memory(&rreg);
   if (got == kLen) return "";
   char why[256];
   snprintf(why, sizeof(why),

@@ -640,8 +640,10 @@ TEST_CASE(
   for (bool p_listens : {true, false}) {
     INFO((p_listens ? "this side listens" : "this side connects"));
     std::string log;
-    PairOptions opt = captured(
-        mock_with({{"MOCKEFA_RMA", "device"}, {"NCCL_PROTO", ""}, {"NCCL_DEBUG", "WARN"}}));
+    PairOptions opt = captured(mock_with({{"MOCKEFA_RMA", "device"},
+                                          {"NCCL_FABRIC_EFA_FABRIC", "efa"},
+                                          {"NCCL_PROTO", ""},
+                                          {"NCCL_DEBUG", "WARN"}}));
     CHECK(run_single(
         opt,
         [&](nfc::NetPlugin& p) {
@@ -661,7 +663,8 @@ TEST_CASE(
   }
   SECTION("LL128 excluded by the user: the SENDRECV peer connects") {
     std::string log;
-    PairOptions opt = mock_with({{"MOCKEFA_RMA", "device"}, {"NCCL_PROTO", "^LL128"}});
+    PairOptions opt = mock_with(
+        {{"MOCKEFA_RMA", "device"}, {"NCCL_FABRIC_EFA_FABRIC", "efa"}, {"NCCL_PROTO", "^LL128"}});
     CHECK(run_single(
         opt,
         [&](nfc::NetPlugin& p) {
@@ -681,8 +684,10 @@ TEST_CASE(
     "[plugin][efa][writelen]") {
   SECTION("auto: every size arrives whole, over SENDRECV, with a WARN") {
     std::string log;
-    PairOptions opt = captured(mock_with(
-        {{"MOCKEFA_RMA", "device"}, {"MOCKEFA_WRITE_LEN_BITS", "16"}, {"NCCL_PROTO", ""}}));
+    PairOptions opt = captured(mock_with({{"MOCKEFA_RMA", "device"},
+                                          {"NCCL_FABRIC_EFA_FABRIC", "efa"},
+                                          {"MOCKEFA_WRITE_LEN_BITS", "16"},
+                                          {"NCCL_PROTO", ""}}));
     CHECK(run_single(
         opt,
         [&](nfc::NetPlugin& p) {
@@ -726,6 +731,7 @@ TEST_CASE(
   SECTION("NCCL_FABRIC_PROTOCOL=rdma: listen fails with a WARN") {
     std::string log;
     PairOptions opt = mock_with({{"MOCKEFA_RMA", "device"},
+                                 {"NCCL_FABRIC_EFA_FABRIC", "efa"},
                                  {"MOCKEFA_WRITE_LEN_BITS", "16"},
                                  {"NCCL_FABRIC_PROTOCOL", "rdma"}});
     CHECK(run_single(
