@@ -452,6 +452,8 @@ TEST_CASE(
         p.close_send(sr);
         q.close_recv(rq);
         r.close_recv(rr);
+        q.finalize();  // their contexts (NCCL finalizes each)
+        r.finalize();
         dlclose(api.handle);
         return 0;
       },
@@ -625,6 +627,7 @@ int connect_to_other(nfc::NetPlugin& p, const char* other, bool p_listens) {
   if (sc != nullptr) c.close_send(sc);
   if (rc != nullptr) l.close_recv(rc);
   l.close_listen(lc);
+  q.finalize();
   return result;
 }
 
