@@ -350,7 +350,6 @@ std::string write_len_probe(Endpoint& e, bool rx_cq_data) {
   } else {
     deregister_memory(&rreg);
   }
-  in_provider = false;
   deregister_memory(&sreg);
   deregister_memory(&dreg);
   if (got == kLen) return "";

@@ -32,7 +32,7 @@ Status Domain::open(const Nic& nic, std::shared_ptr<Domain>* out) {
 }
 
 Domain::~Domain() {
-  attachment_.reset();  // its idle registrations first: a domain with MRs will not close
+  attachment_.reset();  // its registrations first: a domain with MRs will not close
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
 }

@@ -48,14 +48,13 @@ MrCache::~MrCache() {
 
 void MrCache::set_limit(size_t n) {
   std::lock_guard<std::mutex> lock(mu_);
-  limit_ = n;
-  trim(limit_);
+  limit_ = n;  // listed entries past it stay until their last user (none is idle)
 }
 
 MrCache::Stats MrCache::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   Stats s = stats_;
-  for (const MrEntry* e : entries_) (e->refs > 0 ? s.held : s.idle)++;
+  s.held = entries_.size();
   return s;
 }
 
@@ -65,17 +64,6 @@ void MrCache::close_entry(MrEntry* e) {
   r.cached = nullptr;
   deregister_memory(&r);
   delete e;
-}
-
-void MrCache::trim(size_t keep) {
-  while (entries_.size() > keep) {
-    MrEntry* oldest = nullptr;
-    for (MrEntry* e : entries_)
-      if (e->refs == 0 && (oldest == nullptr || e->last_use < oldest->last_use)) oldest = e;
-    if (oldest == nullptr) return;  // all held
-    ++stats_.evictions;
-    close_entry(oldest);
-  }
 }
 
 Status MrCache::acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_access,
@@ -95,14 +83,12 @@ Status MrCache::acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_acces
       if (cuda && overlaps && e->buffer_id != info.buffer_id) {
         // The memory under this entry was freed and the range handed out again.
         e->stale = true;
-        ++stats_.stale;
-        if (e->refs == 0) close_entry(e);
+        ++stats_.stale;  // closed by its last user
         continue;
       }
       if (e->start <= b && b + len <= e->end && (!exact || e->start == b) &&
           (e->remote_access & remote_access) == remote_access) {
         ++e->refs;
-        e->last_use = ++clock_;
         ++stats_.hits;
         *out = e->reg;
         out->cached = e;
@@ -140,9 +126,7 @@ Status MrCache::acquire(fid_ep* ep, void* buf, size_t len, uint64_t remote_acces
   e->buffer_id = info.buffer_id;
   e->remote_access = remote_access;
   e->refs = 1;
-  e->last_use = ++clock_;
   if (share) {
-    trim(limit_ - 1);  // room for this one: idle entries go first, least recently used
     if (entries_.size() < limit_) {
       e->listed = true;
       entries_.push_back(e.get());

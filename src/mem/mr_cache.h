@@ -34,7 +34,6 @@ struct MrEntry final : HeldReg {
   int refs = 0;
   bool stale = false;
   bool listed = false;  // in the cache's list (false: a one-off registration)
-  uint64_t last_use = 0;
 };
 
 class MrCache final : public DomainAttachment {
@@ -59,20 +58,18 @@ class MrCache final : public DomainAttachment {
   void set_limit(size_t n);
 
   struct Stats {
-    uint64_t hits = 0, misses = 0, stale = 0, evictions = 0;
-    size_t held = 0, idle = 0;
+    uint64_t hits = 0, misses = 0, stale = 0;
+    size_t held = 0;  // entries listed now (every one is held: none outlives its last user)
   };
   Stats stats() const;
 
  private:
   void close_entry(MrEntry* e);  // under mu_
-  void trim(size_t keep);        // under mu_: idle entries beyond `keep` go, oldest first
 
   Domain* dom_;
   mutable std::mutex mu_;
   std::list<MrEntry*> entries_;
   size_t limit_ = 1024;
-  uint64_t clock_ = 0;
   Stats stats_;
 };
 
