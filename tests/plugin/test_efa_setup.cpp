@@ -27,6 +27,26 @@ using namespace nft;
 
 namespace {
 
+// Transfers of `size` bytes (received on rp's rc into rbuf, sent from sp's sc), each polled to its
+// end, until one fails; at most 40. 1: one failed; 0: none did; -1: a request was still pending
+// 20 s after it was posted.
+int transfer_until_failure(nfc::NetPlugin& rp, void* rc, void* rbuf, void* rmh, nfc::NetPlugin& sp,
+                           void* sc, void* sbuf, void* smh, size_t size) {
+  for (int i = 0; i < 40; ++i) {
+    std::vector<void*> reqs;
+    void* req = nullptr;
+    if (post_recv1(rp, rc, rbuf, size, 1, rmh, &req) != 0) return 1;
+    reqs.push_back(req);
+    if (post_send(sp, sc, sbuf, size, 1, smh, &req) != 0) return 1;
+    reqs.push_back(req);
+    std::vector<int> sizes;
+    std::vector<bool> bad;
+    const int n = settle(sp, reqs, &sizes, &bad, 20000);
+    if (n != 0) return n > 0 ? 1 : -1;
+  }
+  return 0;
+}
+
 // Sends stderr (where the plugin's log goes in these tests) to a file until text() is called,
 // which restores it and returns what was written (and copies it to the real stderr).
 class Capture {
@@ -300,31 +320,10 @@ TEST_CASE(
         CHILD_CHECK(p.reg_mr(sc, sbuf.data(), size, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
         CHILD_CHECK(p.reg_mr(rc, rbuf.data(), size, NCCL_PTR_HOST, &rmh) == ncclSuccess, "regMr");
         // Sends until one fails: each is polled to the end (NULL from isend means "later").
-        bool failed = false;
-        for (int i = 0; i < 40 && !failed; ++i) {
-          void* data[1] = {rbuf.data()};
-          size_t caps[1] = {size};
-          int tag[1] = {1};
-          void* mhs[1] = {rmh};
-          std::vector<void*> reqs;
-          void* r = nullptr;
-          if (post_recv(p, rc, 1, data, caps, tag, mhs, &r) != 0) {
-            failed = true;
-            break;
-          }
-          reqs.push_back(r);
-          if (post_send(p, sc, sbuf.data(), size, 1, smh, &r) != 0) {
-            failed = true;
-            break;
-          }
-          reqs.push_back(r);
-          std::vector<int> sizes;
-          std::vector<bool> bad;
-          const int n = settle(p, reqs, &sizes, &bad, 20000);
-          CHILD_CHECK(n >= 0, "a request still pending 20 s after the EQ error");
-          failed = n > 0;
-        }
-        CHILD_CHECK(failed, "no request failed after the EQ error");
+        const int failed =
+            transfer_until_failure(p, rc, rbuf.data(), rmh, p, sc, sbuf.data(), smh, size);
+        CHILD_CHECK(failed >= 0, "a request still pending 20 s after the EQ error");
+        CHILD_CHECK(failed == 1, "no request failed after the EQ error");
         mockefa_counters c;
         api.get_counters(&c);
         CHILD_CHECK(c.faults[MOCKEFA_F_EQ_ERROR] == 1, "the mock raised %llu EQ errors",
@@ -405,24 +404,10 @@ TEST_CASE(
                         r.reg_mr(rr, rbuf.data(), size, NCCL_PTR_HOST, &rmh) == ncclSuccess,
                     "regMr");
         // Messages to q only, until one fails: the op that raises the error goes to q.
-        bool failed = false;
-        for (int i = 0; i < 40 && !failed; ++i) {
-          std::vector<void*> reqs;
-          void* req = nullptr;
-          if (post_recv1(q, rq, qbuf.data(), size, 1, qmh, &req) != 0) break;
-          reqs.push_back(req);
-          if (post_send(p, sq, sbuf.data(), size, 1, smq, &req) != 0) {
-            failed = true;
-            break;
-          }
-          reqs.push_back(req);
-          std::vector<int> sizes;
-          std::vector<bool> bad;
-          const int n = settle(p, reqs, &sizes, &bad, 20000);
-          CHILD_CHECK(n >= 0, "a request still pending 20 s after the EQ error");
-          failed = n > 0;
-        }
-        CHILD_CHECK(failed, "no transfer to the lost peer failed");
+        const int failed =
+            transfer_until_failure(q, rq, qbuf.data(), qmh, p, sq, sbuf.data(), smq, size);
+        CHILD_CHECK(failed >= 0, "a request still pending 20 s after the EQ error");
+        CHILD_CHECK(failed == 1, "no transfer to the lost peer failed");
         mockefa_counters c;
         api.get_counters(&c);
         CHILD_CHECK(c.faults[MOCKEFA_F_EQ_ERROR] == 1, "the mock raised %llu EQ errors",
