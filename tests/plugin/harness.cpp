@@ -215,6 +215,19 @@ int post_recv1(nfc::NetPlugin& p, void* comm, void* buf, size_t cap, int tag, vo
   return post_recv(p, comm, 1, &buf, &cap, &tag, &mh, req);
 }
 
+int transfer1(nfc::NetPlugin& p, void* sc, void* sbuf, size_t size, void* smh, void* rc, void* rbuf,
+              size_t cap, void* rmh, int tag, int* got) {
+  void* rr = nullptr;
+  void* sr = nullptr;
+  if (post_recv1(p, rc, rbuf, cap, tag, rmh, &rr) != 0) return 1;
+  if (post_send(p, sc, sbuf, size, tag, smh, &sr) != 0) return 2;
+  std::vector<void*> reqs = {rr, sr};
+  std::vector<int> sizes;
+  if (wait_all(p, reqs, &sizes) != 0) return 3;
+  *got = sizes[0];
+  return 0;
+}
+
 namespace {
 
 // Both sides listen `comms` times, swap handles, then poll connect and accept alternately.

@@ -107,6 +107,11 @@ int post_recv(nfc::NetPlugin& p, void* comm, int n, void** bufs, size_t* sizes, 
               void** mhs, void** req);
 // post_recv of one buffer.
 int post_recv1(nfc::NetPlugin& p, void* comm, void* buf, size_t cap, int tag, void* mh, void** req);
+// One message on a pair of one process: a receive of cap bytes posted, then the send (NULL answers
+// retried with the same arguments), both waited for. 0 with *got = the received size, else
+// nonzero (a post failed, a request failed, or one was still pending after the timeout).
+int transfer1(nfc::NetPlugin& p, void* sc, void* sbuf, size_t size, void* smh, void* rc, void* rbuf,
+              size_t cap, void* rmh, int tag, int* got);
 
 // Deterministic content: byte i of message `msg` of `rank`.
 inline unsigned char pattern(int rank, int msg, size_t i) {

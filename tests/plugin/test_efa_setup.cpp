@@ -693,15 +693,11 @@ TEST_CASE(
           int msg = 0;
           for (size_t size : {size_t{65536}, size_t{131072}, size_t{100000}, kBuf}) {
             fill(sbuf.data(), size, 0, msg);
-            void* rr = nullptr;
-            void* sr = nullptr;
-            CHILD_CHECK(post_recv1(p, rc, rbuf.data(), kBuf, 1, rmh, &rr) == 0, "irecv");
-            CHILD_CHECK(post_send(p, sc, sbuf.data(), size, 1, smh, &sr) == 0, "isend");
-            std::vector<void*> reqs = {rr, sr};
-            std::vector<int> got;
-            CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer of %zu bytes", size);
-            CHILD_CHECK(static_cast<size_t>(got[0]) == size, "received %d of %zu bytes", got[0],
-                        size);
+            int got = -1;
+            CHILD_CHECK(
+                transfer1(p, sc, sbuf.data(), size, smh, rc, rbuf.data(), kBuf, rmh, 1, &got) == 0,
+                "transfer of %zu bytes", size);
+            CHILD_CHECK(static_cast<size_t>(got) == size, "received %d of %zu bytes", got, size);
             CHILD_CHECK(verify(rbuf.data(), size, 0, msg) == SIZE_MAX, "content");
             ++msg;
           }

@@ -331,16 +331,13 @@ TEST_CASE("GPU memory: 0-byte sends to a GPUDirect receiver, on each EFA fabric 
           for (const Send& x : sends) {
             memset(rbuf, 0xee, kBuf);
             if (x.size > 0) fill(sbuf, x.size, 1, msg);
-            void* rr = nullptr;
-            void* sr = nullptr;
-            CHILD_CHECK(post_recv1(p, rc, rbuf, kBuf, 3, rmh, &rr) == 0, "irecv %d", msg);
-            CHILD_CHECK(post_send(p, sc, x.buf, x.size, 3, x.mh, &sr) == 0, "isend %d (%zu bytes)",
-                        msg, x.size);
-            std::vector<void*> reqs = {rr, sr};
-            std::vector<int> got;
-            CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer %d", msg);
-            CHILD_CHECK(static_cast<size_t>(got[0]) == x.size, "received %d of %zu", got[0],
-                        x.size);
+            int got = -1;
+            const int rc1 = transfer1(p, sc, x.buf, x.size, x.mh, rc, rbuf, kBuf, rmh, 3, &got);
+            CHILD_CHECK(rc1 == 0, "message %d (%zu bytes): %s", msg, x.size,
+                        rc1 == 1   ? "irecv"
+                        : rc1 == 2 ? "isend refused"
+                                   : "transfer");
+            CHILD_CHECK(static_cast<size_t>(got) == x.size, "received %d of %zu", got, x.size);
             if (x.size > 0) CHILD_CHECK(verify(rbuf, x.size, 1, msg) == SIZE_MAX, "content");
             CHILD_CHECK(rbuf[x.size] == 0xee, "a write past the message");
             ++msg;
@@ -386,13 +383,10 @@ TEST_CASE("GPU memory: the flush reads through every rail that carried writes (i
           mockefa_counters c0;
           api.get_counters(&c0);
           fill(sbuf, kBuf, 1, msg);
-          void* rr = nullptr;
-          void* sr = nullptr;
-          CHILD_CHECK(post_recv1(p, rc, rbuf, kBuf, 3, rmh, &rr) == 0, "irecv");
-          CHILD_CHECK(post_send(p, sc, sbuf, kBuf, 3, smh, &sr) == 0, "isend");
-          std::vector<void*> reqs = {rr, sr};
-          std::vector<int> got;
-          CHILD_CHECK(wait_all(p, reqs, &got) == 0, "transfer");
+          int got = -1;
+          CHILD_CHECK(transfer1(p, sc, sbuf, kBuf, smh, rc, rbuf, kBuf, rmh, 3, &got) == 0,
+                      "transfer");
+          CHILD_CHECK(static_cast<size_t>(got) == kBuf, "received %d of %zu", got, kBuf);
           CHILD_CHECK(verify(rbuf, kBuf, 1, msg) == SIZE_MAX, "content");
           mockefa_counters c1;
           api.get_counters(&c1);
