@@ -108,8 +108,8 @@ void live_on_probe(SharedEp& sep, const void* buf, size_t len) {
               head[0], head[1], why.c_str());
   } else if (m.kind == kProbePing) {
     answer_ping(sep, lv, m);
-  } else if (m.token < lv.peers.size() && m.seq <= lv.peers[m.token].seq) {
-    lv.peers[m.token].first_unanswered_ns = 0;  // it answered: alive
+  } else if (m.token < lv.peers.size()) {
+    live_answered(lv.peers[m.token], m.seq, now_ns());
   }
 }
 
@@ -121,7 +121,7 @@ void live_on_completion(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, c
   lv.tx_owner[k] = -1;
   if (owner < 0 || static_cast<size_t>(owner) >= lv.peers.size()) return;  // a pong
   ProbePeer& p = lv.peers[static_cast<size_t>(owner)];
-  p.tx_busy = false;
+  live_ping_done(p);
   if (err != nullptr && is_connection_error(err->err, err->prov_errno))
     peer_failed(sep, p.addr, Status::kRemoteError,
                 std::string("a liveness probe to it failed: ") + err->text);
@@ -242,27 +242,15 @@ void live_check(SharedEp& sep) {
   }
   for (size_t i = 0; i < lv.peers.size(); ++i) {
     ProbePeer& p = lv.peers[i];
-    // Completions on its connections since the last check (data arriving, sends taken) are as good
-    // as a pong: on a slow or lossy link a pong may wait behind megabytes of data, and a peer
-    // that moves data is not dead. A stopped peer moves nothing once the socket buffers are full.
-    const bool progressed = p.events != p.last_events;
-    p.last_events = p.events;
-    if (!p.pending || progressed) {
-      p.first_unanswered_ns = 0;  // nothing waits on it, or it is alive
-      if (!p.pending) continue;
-    }
-    if (p.first_unanswered_ns != 0 && now > p.first_unanswered_ns &&
-        now - p.first_unanswered_ns > lv.timeout_ns) {
+    const LiveStep step = live_step(p, p.pending, p.events, now, lv.timeout_ns, lv.interval_ns);
+    if (step == LiveStep::kDead) {
       char why[160];
       snprintf(why, sizeof(why), "no answer to a liveness probe for %.1f s",
                static_cast<double>(now - p.first_unanswered_ns) / 1e9);
       peer_failed(sep, p.addr, Status::kTimeout, why);
       continue;
     }
-    if (p.tx_busy || (now >= p.last_ping_ns && now - p.last_ping_ns < lv.interval_ns)) continue;
-    // The clock runs from the first ping due, whether or not the provider takes it: a provider
-    // that refuses sends to a broken connection (rxm: -FI_EAGAIN) must not stop it.
-    if (p.first_unanswered_ns == 0) p.first_unanswered_ns = now;
+    if (step != LiveStep::kPing) continue;
     const int k = take_tx(lv, static_cast<int>(i));
     if (k < 0) continue;
     ProbeMsg& m = lv.tx[k].m;
@@ -276,13 +264,62 @@ void live_check(SharedEp& sep) {
     memcpy(m.addr, lv.self, lv.self_len);
     int err = 0;
     if (send_tx(sep, lv, k, kProbeFixed + lv.self_len, p.addr, &err)) {
-      ++p.seq;
-      p.tx_busy = true;
-      p.last_ping_ns = now;
+      live_ping_sent(p, now);
     } else if (err != FI_EAGAIN && is_connection_error(err, 0)) {
       peer_failed(sep, p.addr, Status::kRemoteError, fi_error_text("fi_send(liveness probe)", err));
     }
   }
+}
+
+// The clock (first_unanswered_ns) runs while requests toward the peer are pending and a ping to it
+// is unanswered, from the ping's sending or from the last sign of life since: a pong to an older
+// ping, a completion on its connections. It stops (0) when the newest ping is answered or nothing
+// is pending. A sign of life does not stop it while the newest ping is unanswered: that ping may
+// never come back (a stopped peer's full socket takes nothing; EFA gives a send back only at the
+// peer's acknowledgement), and no new ping goes while it is out, so a clock stopped then would
+// never start again (before 2026-11-29 traffic that was in flight at the stop did just that: a
+// stopped peer was never declared dead; tests/unit/test_liveness.cpp).
+LiveStep live_step(ProbePeer& p, bool pending, uint64_t events, uint64_t now, uint64_t timeout_ns,
+                   uint64_t interval_ns) {
+  // Completions on its connections since the last check (data arriving, sends taken) are as good
+  // as a pong: on a slow or lossy link a pong may wait behind megabytes of data, and a peer
+  // that moves data is not dead. A stopped peer moves nothing once the socket buffers are full.
+  const bool progressed = events != p.last_events;
+  p.last_events = events;
+  const bool unanswered = p.answered < p.seq;
+  if (!pending) {
+    p.first_unanswered_ns = 0;  // nothing waits on it
+    return LiveStep::kWait;
+  }
+  if (unanswered && (progressed || p.first_unanswered_ns == 0)) {
+    p.first_unanswered_ns = now;  // alive until now, or pending again from now
+  } else if (!unanswered && progressed) {
+    p.first_unanswered_ns = 0;
+  }
+  if (p.first_unanswered_ns != 0 && now > p.first_unanswered_ns &&
+      now - p.first_unanswered_ns > timeout_ns)
+    return LiveStep::kDead;
+  if (p.tx_busy || (now >= p.last_ping_ns && now - p.last_ping_ns < interval_ns))
+    return LiveStep::kWait;
+  // The clock runs from the first ping due, whether or not the provider takes it: a provider
+  // that refuses sends to a broken connection (rxm: -FI_EAGAIN) must not stop it.
+  if (p.first_unanswered_ns == 0) p.first_unanswered_ns = now;
+  return LiveStep::kPing;
+}
+
+void live_ping_sent(ProbePeer& p, uint64_t now) {
+  ++p.seq;
+  p.tx_busy = true;
+  p.last_ping_ns = now;
+}
+
+void live_ping_done(ProbePeer& p) { p.tx_busy = false; }
+
+void live_answered(ProbePeer& p, uint64_t seq, uint64_t now) {
+  if (seq > p.seq) return;  // not a ping of ours
+  if (seq > p.answered) p.answered = seq;
+  // Alive: the clock stops if it answered the newest ping, else runs on from now for that one.
+  p.first_unanswered_ns = p.answered == p.seq ? 0 : now;
 }
 
 // ---- The keeper thread ------------------------------------------------------------------------

@@ -29,13 +29,28 @@ constexpr uint64_t kKeeperBusyNs = 1000000ull;    // ... while it finds completi
 struct ProbePeer {
   fi_addr_t addr = FI_ADDR_UNSPEC;
   uint64_t seq = 0;                  // pings sent
-  uint64_t first_unanswered_ns = 0;  // the oldest ping sent since the last answer; 0: none
+  uint64_t answered = 0;             // the newest ping it answered
+  uint64_t first_unanswered_ns = 0;  // the clock: live_step (liveness.cpp); 0: stopped
   uint64_t last_ping_ns = 0;
   bool tx_busy = false;      // its last ping is still in the provider
   bool pending = false;      // scratch: requests are pending toward it
   uint64_t events = 0;       // scratch: completions of its comms, summed
   uint64_t last_events = 0;  // ... at the previous check: any change is a sign of life
 };
+
+// The probe clock of one peer, apart from the endpoint that sends and receives the probes (so that
+// tests can play it schedules: tests/unit/test_liveness.cpp). Times are now_ns() values.
+enum class LiveStep { kWait, kPing, kDead };
+// One check: `pending` (requests wait toward the peer) and the completions of its comms so far.
+// kPing: a ping is due (the caller sends it and calls live_ping_sent if the provider took it);
+// kDead: it left the probes unanswered for longer than timeout_ns.
+LiveStep live_step(ProbePeer& p, bool pending, uint64_t events, uint64_t now, uint64_t timeout_ns,
+                   uint64_t interval_ns);
+void live_ping_sent(ProbePeer& p, uint64_t now);
+// The provider gave the ping back (sent, or failed).
+void live_ping_done(ProbePeer& p);
+// A pong answering ping `seq` arrived at `now`.
+void live_answered(ProbePeer& p, uint64_t seq, uint64_t now);
 
 struct Liveness {
   uint64_t timeout_ns = 0;   // 0: never probe (pings of others are still answered)

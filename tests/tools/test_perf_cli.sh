@@ -60,7 +60,7 @@ run() {
 # ---------------------------------------------------------------------------------------------
 run "--help exits 0" 0 '^usage: nccl-fabric-perf' --help
 for opt in --plugin --abi --device --provider --protocol --no-raw --raw-only -t -b -e -f -i -n -w \
-           --window --comms --group -r -c --timeout --listen --peer --mpi --csv --json --plot; do
+           --window --comms --group -r -c --timeout --stop-self-after --listen --peer --mpi --csv --json --plot; do
   grep -Eq -- "(^|[ ,])$opt([ ,=[]|$)" "$TMP/out.txt" || failed "--help does not document $opt"
 done
 run "unknown option" 2 "unknown option '--bogus'" --bogus
@@ -72,6 +72,7 @@ run "min above max" 2 "larger than -e" -b 1M -e 1K
 run "bad factor" 2 "-f needs" -f 1
 run "bad iteration count" 2 "-n needs" -n 0
 run "bad window" 2 "--window must be" --window 33
+run "bad --stop-self-after" 2 "--stop-self-after needs a count" --stop-self-after 0
 run "bad test name" 2 "unknown test 'foo'" -t foo
 run "--abi out of range" 2 "--abi needs" --abi 13
 run "--plugin without a path" 2 "--plugin needs a path" --plugin

@@ -6,6 +6,7 @@
 // latency receive and the ack. Each slot has its own buffer of group x largest size.
 #include "perf/bench.h"
 
+#include <signal.h>
 #include <strings.h>
 #include <unistd.h>
 #include <algorithm>
@@ -82,6 +83,7 @@ struct Bench {
   size_t stride;  // bytes of one slot's buffer: group x largest size
   int W, C, G;
   uint64_t test_seq = 0;  // advances identically on both ranks: patterns differ per test
+  long sends_posted = 0;  // for --stop-self-after
 
   int data_slot(bool send, int c, size_t j) const {
     return (send ? 0 : C * W) + c * W + static_cast<int>(j % static_cast<size_t>(W));
@@ -133,11 +135,21 @@ void check_op(const Bench& b, const Xport& x, const char* what, uint64_t op, con
   }
 }
 
+// Counts a posted send; --stop-self-after: a peer stopped in the middle of a transfer, with the
+// other rank's requests toward it pending (tests/net/test_netns.sh). A SIGSTOP from outside can
+// land where the other rank waits for results on the tool's socket, nothing pending in its plugin.
+void sent_one(Bench& b) {
+  if (++b.sends_posted == b.opt.stop_self_after) raise(SIGSTOP);
+}
+
 void post_retry(Bench& b, Xport& x, bool send, int slot, int comm, char* buf, size_t len, int n) {
   for (;;) {
     Xport::Post p =
         send ? x.post_send(slot, comm, buf, len, n) : x.post_recv(slot, comm, buf, len, n);
-    if (p == Xport::Post::kPosted) return;
+    if (p == Xport::Post::kPosted) {
+      if (send) sent_one(b);
+      return;
+    }
     b.watch.tick();
   }
 }
@@ -257,6 +269,7 @@ bool stream_step(Bench& b, Xport& x, Stream& s, size_t size, uint64_t test, int 
         p = x.post_recv(slot, c, buf, size, b.G);
       }
       if (p == Xport::Post::kRetry) break;
+      if (s.send) sent_one(b);
       ++s.posted[cc];
     }
     if (s.done[cc] < s.posted[cc]) {

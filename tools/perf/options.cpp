@@ -155,6 +155,9 @@ void usage(FILE* f) {
       "  --timeout SEC      longest any wait may go without progress, and how long --listen waits\n"
       "                     for its peer (default 150: after the plugin's own 120 s connect "
       "timeout)\n"
+      "  --stop-self-after N  for fault tests: this rank stops itself (SIGSTOP) right after it\n"
+      "                     posted its Nth send (warm-up included) and goes on at SIGCONT, so a\n"
+      "                     peer stops while requests toward it are pending (rank-local)\n"
       "\n"
       "Between two hosts (the handles travel over a plain TCP socket, or over MPI)\n"
       "  --listen PORT      be rank 0: wait for the peer on PORT, run the tests, print the "
@@ -163,7 +166,7 @@ void usage(FILE* f) {
       "iterations,\n"
       "                     window, comms, group, modes, provider); only --plugin, --abi, "
       "--device,\n"
-      "                     --provider and --timeout are its own\n"
+      "                     --provider, --timeout and --stop-self-after are its own\n"
       "  --mpi              run as one of the two ranks of an MPI job (mpirun -np 2 ...): the\n"
       "                     handles travel over MPI; implied when an MPI launcher started it\n"
       "                     (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK set). %s\n"
@@ -425,6 +428,10 @@ int parse_args(int argc, char** argv, Options* o) {
       if (!value(&v) || !parse_long(v, 1, 86400, &n))
         return bad("--timeout needs seconds, 1..86400");
       o->timeout_s = static_cast<int>(n);
+    } else if (a == "--stop-self-after") {
+      if (!value(&v) || !parse_long(v, 1, 1000000000, &n))
+        return bad("--stop-self-after needs a count of sends, 1..1000000000");
+      o->stop_self_after = n;
     } else if (a == "--listen") {
       if (!value(&v) || !parse_long(v, 1, 65535, &n)) return bad("--listen needs a port, 1..65535");
       o->listen_port = static_cast<int>(n);

@@ -46,6 +46,7 @@ struct Options {
   std::string provider;
   bool provider_given = false;  // --provider (or NCCL_FABRIC_PROVIDER) chose it
   int timeout_s = 150;          // above the plugin's connect timeout (120 s): its error comes first
+  long stop_self_after = 0;     // --stop-self-after: SIGSTOP itself after posting that many sends
   int listen_port = 0;          // > 0: rank 0 of a two-host run
   std::string peer_host;        // non-empty: rank 1 of a two-host run
   int peer_port = 0;
