@@ -4,6 +4,7 @@
 
 #include <strings.h>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -192,6 +193,8 @@ Profile read_profile() {
   p.max_writedata = env_u64("MOCKEFA_MAX_WRITEDATA", size_t{1} << 30);
   p.unreach_polls = env_u64("MOCKEFA_UNREACH_POLLS", 64);
   if (p.unreach_polls == 0) p.unreach_polls = 1;
+  p.rnr_delay_us = env_u64("MOCKEFA_RNR_DELAY_US", 1000);
+  p.unexpected_limit = env_u64("MOCKEFA_UNEXPECTED_LIMIT", 8192);
   p.write_event_context = env_u64("MOCKEFA_WRITE_EVENT_CONTEXT", 0) != 0;
   p.write_len_bits = static_cast<unsigned>(env_u64("MOCKEFA_WRITE_LEN_BITS", 0));
   if (p.write_len_bits >= 64) p.write_len_bits = 0;
@@ -243,6 +246,12 @@ void nic_facts(int index, mockefa_nic_info* out) {
   std::snprintf(out->pci_path, sizeof out->pci_path, "%s/pci%04x:%02x/%s",
                 env_str("MOCKEFA_SYSFS_ROOT", "/sys/devices"), a.domain, a.bus, out->pci_bus_id);
   out->link_speed = env_u64("MOCKEFA_LINK_SPEED", kLinkSpeed);  // 0: a NIC that reports none
+}
+
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 std::string addr_str(const EfaAddr& a) {

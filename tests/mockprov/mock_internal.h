@@ -163,6 +163,8 @@ struct Profile {
   size_t rx_size = 8192;
   size_t max_writedata = size_t{1} << 30;
   uint64_t unreach_polls = 64;
+  uint64_t rnr_delay_us = 1000;    // MOCKEFA_RNR_DELAY_US: the first back-off after an RNR
+  size_t unexpected_limit = 8192;  // MOCKEFA_UNEXPECTED_LIMIT: efa's unexpected queue, messages
   bool write_event_context =
       false;  // fi_writedata target events carry a junk op_context (shm 1.17)
   // MOCKEFA_WRITE_LEN_BITS=16: the length of a write's target event keeps its low 16 bits only,
@@ -195,6 +197,7 @@ static_assert(sizeof(EfaAddr) == kAddrLen, "FI_ADDR_EFA is 32 bytes");
 inline bool operator<(const EfaAddr& a, const EfaAddr& b) { return std::memcmp(&a, &b, 24) < 0; }
 inline bool operator==(const EfaAddr& a, const EfaAddr& b) { return std::memcmp(&a, &b, 24) == 0; }
 std::string addr_str(const EfaAddr& a);  // fi_addr_efa://[gid]:qpn:qkey
+uint64_t steady_ns();                    // the clock of RNR back-offs
 
 struct Fabric;
 struct Domain;
@@ -365,6 +368,8 @@ struct Op {
   bool ordered = true;  // FI_ORDER_SAS applies between this op and its pair's next message
   uint32_t wire_delay = 0;
   uint64_t undelivered_polls = 0;
+  uint64_t rnr_until_ns = 0;        // receiver not ready: tried again from then (steady clock)
+  uint32_t rnr_count = 0;           // RNRs so far: the back-off doubles with each
   int fail_err = 0, fail_prov = 0;  // injected failure, reported at the initiator's progress
   bool fail_unreachable = false;    // ... because of MOCKEFA_UNREACHABLE_AFTER
   bool fail_peer_lost =
@@ -412,6 +417,7 @@ struct Ep {
   bool eq_error_fired = false;
   std::vector<EfaAddr> eq_error_pending;
   std::set<EfaAddr> lost_peers;
+  std::map<EfaAddr, uint64_t> rnr_backoff;  // efa: peers in RNR back-off, until (steady clock)
   size_t min_multi_recv = 0;
   size_t rnr_retry = 3;
   mockefa_faults faults{};

@@ -212,6 +212,17 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     gl.counters.eagain_returned++;
     return -FI_EAGAIN;
   }
+  if (tx && !ep->rnr_backoff.empty()) {
+    auto it = ep->rnr_backoff.find(peer);
+    if (it != ep->rnr_backoff.end()) {
+      if (steady_ns() < it->second) {
+        gl.counters.eagain_rnr++;
+        gl.counters.eagain_returned++;
+        return -FI_EAGAIN;  // EFA: the peer is in RNR back-off
+      }
+      ep->rnr_backoff.erase(it);
+    }
+  }
   bool needs_hs = false;
   if (tx && !ep->direct && !ep->homogeneous_peers && !(peer == ep->addr)) {
     HsState& hs = ep->peers[peer];

@@ -9,6 +9,7 @@
 //  * payload lands in pieces (MOCKEFA_LAND_CHUNK) over successive passes of the landing side.
 // Completions go to the CQ of the endpoint they belong to the moment the work is done, so a
 // sender whose receiver polls finds its completion at its own next read.
+#include <chrono>
 #include <cstdio>
 
 #include "mock_internal.h"
@@ -318,6 +319,19 @@ bool rma_accept(Op* op, Ep* tgt) {
   return true;
 }
 
+// Receiver not ready: op stays on the wire for a back-off that doubles with each RNR it meets (at
+// most 1 s); on efa its sender's posts to that peer return -FI_EAGAIN meanwhile (mock_msg.cpp).
+void rnr(Ep* x, Op* op) {
+  const uint64_t cap = 1000000;  // FI_EFA_MAX_TIMEOUT: 1 s
+  const uint64_t base = std::max<uint64_t>(1, x->profile.rnr_delay_us);
+  uint64_t us = op->rnr_count >= 20 ? cap : std::min(cap, base << op->rnr_count);
+  ++op->rnr_count;
+  op->rnr_until_ns = steady_ns() + us * 1000;
+  g().counters.rnr_events++;
+  g().counters.rnr_backoff_us += us;
+  if (!x->direct && op->init) op->init->rnr_backoff[op->dst_addr] = op->rnr_until_ns;
+}
+
 void arrive(Ep* x, Op* op) {
   auto& posted = op->kind == OpKind::kTagged ? x->posted_tagged : x->posted_msg;
   for (auto it = posted.begin(); it != posted.end(); ++it) {
@@ -328,8 +342,13 @@ void arrive(Ep* x, Op* op) {
     return;
   }
   // efa-direct has no unexpected queue: the device answers RNR and retries until a receive is
-  // posted, so the message stays on the wire and its sender waits.
-  if (x->direct) return;
+  // posted, so the message stays on the wire and its sender waits, a back-off each time. On efa
+  // the message waits in the unexpected queue, unless that is full.
+  if (x->direct ||
+      x->unexpected_msg.size() + x->unexpected_tagged.size() >= x->profile.unexpected_limit) {
+    rnr(x, op);
+    return;
+  }
   g().counters.unexpected_msgs++;
   if (op->len <= x->profile.eager_size) {
     // Eager: the payload sits in the receiver's bounce buffer and the sender is done.
@@ -420,6 +439,11 @@ void step(Ep* x, Op* op, Sas& sas) {
   const bool device_msg = op->direct && is_msg(op) && op->init == x;
   if (tgt != x && !device_rma && !device_msg) return;
   if (op->st == OpState::kWire) {
+    // A message the receiver was not ready for waits for its back-off.
+    if (op->rnr_until_ns != 0 && steady_ns() < op->rnr_until_ns) {
+      if (is_msg(op)) sas.block(op);
+      return;
+    }
     // Time on the wire passes for every op; SAS then decides which message may arrive.
     if (op->wire_delay) {
       op->wire_delay--;

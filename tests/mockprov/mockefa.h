@@ -122,6 +122,16 @@ struct mockefa_counters {
    * real GPU, a read through a NIC is what orders that NIC's earlier PCIe writes before the GPU
    * reads the memory (the GPUDirect flush); a read through another NIC orders nothing of them. */
   uint64_t gpu_unflushed_mrs;
+  /* Receiver not ready (RNR), EFA's cost of a message that finds nowhere to go: on efa-direct a
+   * message with no receive posted at its target (the device NAKs and retries it), on efa one that
+   * finds its target's unexpected queue full (MOCKEFA_UNEXPECTED_LIMIT messages). The message waits
+   * on the wire for a back-off (MOCKEFA_RNR_DELAY_US, doubling per RNR of the same message, at most
+   * 1 s) before it is tried again; on efa its sender's sends and RMA to that peer also return
+   * -FI_EAGAIN until then. rnr_events counts every RNR, rnr_backoff_us the back-off imposed,
+   * eagain_rnr the -FI_EAGAIN of a peer in back-off (also in eagain_returned). */
+  uint64_t rnr_events;
+  uint64_t rnr_backoff_us;
+  uint64_t eagain_rnr;
 };
 
 /* Fault knobs, per endpoint. An endpoint takes its knobs when it is opened (fi_endpoint):

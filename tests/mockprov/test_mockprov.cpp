@@ -2,6 +2,8 @@
 // RMA/MR tests are in test_mockprov_rma.cpp, fault injection in test_mockprov_faults.cpp.
 #include <rdma/fi_ext.h>
 
+#include <chrono>
+
 #include "test_mockprov_util.h"
 
 using namespace mt;
@@ -347,6 +349,69 @@ TEST_CASE("tagged: matching with ignore bits, directed receive, unexpected queue
   REQUIRE(r3.error);
   CHECK(r3.err.err == FI_ECANCELED);
   CHECK(r3.err.op_context == &k3);
+}
+
+TEST_CASE("RNR: a full unexpected queue costs the message a back-off and its sender EAGAIN",
+          "[mockprov][rnr]") {
+  // Two messages fit c's unexpected queue; the third finds c not ready: it waits on the wire for
+  // the back-off (1 s here), and a's sends to c return -FI_EAGAIN meanwhile, as EFA's RNR
+  // back-off does; b, another sender, is not held back by a's back-off.
+  Env env;
+  env.set("MOCKEFA_UNEXPECTED_LIMIT", "2").set("MOCKEFA_RNR_DELAY_US", "1000000");
+  Fresh fresh;
+  InfoPtr hints = make_hints();
+  InfoPtr info = getinfo(hints.get());
+  Node a(info.get()), b(info.get()), c(info.get());
+  fi_addr_t a2c = a.insert(c), b2c = b.insert(c);
+  c.insert(a);
+  c.insert(b);
+  uint64_t v[4] = {1, 2, 3, 4}, got[4] = {0, 0, 0, 0};
+  Mr ma(a.domain, v, sizeof(v)), mb(b.domain, v, sizeof(v)), mc(c.domain, got, sizeof(got));
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(fi_tsend(a.ep, &v[i], 8, ma.desc(), a2c, 0x100 + i, nullptr) == 0);
+  c.progress();
+  a.progress();
+  c.progress();
+  CHECK(counters().unexpected_msgs == 2);
+  CHECK(counters().rnr_events == 1);
+  CHECK(counters().rnr_backoff_us == 1000000);
+  // a is in back-off toward c.
+  CHECK(fi_tsend(a.ep, &v[3], 8, ma.desc(), a2c, 0x103, nullptr) == -FI_EAGAIN);
+  CHECK(counters().eagain_rnr == 1);
+  // b is not.
+  REQUIRE(fi_tsend(b.ep, &v[3], 8, mb.desc(), b2c, 0x200, nullptr) == 0);
+  int k[4];
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(fi_trecv(c.ep, &got[i], 8, mc.desc(), FI_ADDR_UNSPEC, 0x100 + i, 0, &k[i]) == 0);
+  REQUIRE(fi_trecv(c.ep, &got[3], 8, mc.desc(), FI_ADDR_UNSPEC, 0x200, 0, &k[3]) == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<void*> done;
+  while (done.size() < 4 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    a.progress();
+    b.progress();
+    fi_cq_tagged_entry e;
+    if (fi_cq_read(c.rx, &e, 1) == 1) {
+      done.push_back(e.op_context);
+      // The third of a's messages is the last: it waited for its back-off.
+      if (e.op_context == &k[2])
+        CHECK(std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(500));
+    }
+  }
+  REQUIRE(done.size() == 4);
+  CHECK(done.back() == &k[2]);
+  CHECK(got[0] == 1);
+  CHECK(got[1] == 2);
+  CHECK(got[2] == 3);
+  CHECK(got[3] == 4);
+  // The back-off is over: a sends to c again.
+  int k4 = 0;
+  REQUIRE(fi_trecv(c.ep, &got[0], 8, mc.desc(), FI_ADDR_UNSPEC, 0x103, 0, &k4) == 0);
+  CHECK(fi_tsend(a.ep, &v[3], 8, ma.desc(), a2c, 0x103, nullptr) == 0);
+  Completion r;
+  REQUIRE(wait_cq(c.rx, &r, {&a}));
+  CHECK(r.e.op_context == &k4);
+  CHECK(got[0] == 4);
+  CHECK(counters().rnr_events == 1);
 }
 
 TEST_CASE("tagged: truncation is an FI_ETRUNC error completion with olen", "[mockprov][tagged]") {

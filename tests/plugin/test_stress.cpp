@@ -72,6 +72,17 @@ bool run_mock(const char* protocol, const DriverConfig& cfg,
         dlclose(api.handle);
         CHILD_CHECK(k.violations_total == 0, "%llu checker violations; last: %s",
                     static_cast<unsigned long long>(k.violations_total), last);
+        // Receiver not ready (issue 35): at NCCL's windows (at most 8 requests in flight per comm
+        // and direction, as every config here) no message of ours may find its receiver without
+        // a receive posted (efa-direct) or with a full unexpected queue (efa): on EFA each costs
+        // a back-off of the whole connection.
+        CHILD_CHECK(k.rnr_events == 0,
+                    "%llu receiver-not-ready events (%llu us of back-off, %llu EAGAIN); "
+                    "%llu unexpected messages",
+                    static_cast<unsigned long long>(k.rnr_events),
+                    static_cast<unsigned long long>(k.rnr_backoff_us),
+                    static_cast<unsigned long long>(k.eagain_rnr),
+                    static_cast<unsigned long long>(k.unexpected_msgs));
         return rc;
       },
       &log);
