@@ -1,5 +1,6 @@
 // Provider entry point (fi_prov_ini), fi_getinfo with EFA-like hints filtering, and the per-NIC
 // fid_nic that every returned fi_info carries.
+#include <arpa/inet.h>
 #include <strings.h>
 #include <cstdio>
 #include <cstdlib>
@@ -139,6 +140,8 @@ int reduce_mr_mode(uint64_t caps, int mode) {
 }
 
 // What the hints select, common to all mock NICs.
+constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+
 struct Chosen {
   uint64_t caps = 0;
   int mr_mode = 0;
@@ -178,6 +181,9 @@ const char* choose_domain_and_src(const fi_info* h, Chosen* c) {
     if (d->max_ep_tx_ctx > 1 || d->max_ep_rx_ctx > 1) return "domain_attr->max_ep_*_ctx";
     if (d->max_ep_stx_ctx || d->max_ep_srx_ctx) return "shared contexts";
     if (d->mr_iov_limit > kMrIovLimit) return "domain_attr->mr_iov_limit";
+    // libfabric's ofi_check_domain_attr: a domain capability the provider lacks (EFA has no
+    // FI_SHARED_AV) is no match (fabtests' getinfo_caps3 found the mock ignoring it).
+    if (d->caps & ~kDomainCaps) return "domain_attr->caps (EFA: LOCAL_COMM and REMOTE_COMM only)";
     if (d->threading != FI_THREAD_UNSPEC) c->threading = d->threading;
     if (d->resource_mgmt != FI_RM_UNSPEC) c->rm = d->resource_mgmt;
     c->domain_filter = d->name;
@@ -331,7 +337,7 @@ fi_info* build_info(const Profile& p, const Chosen& c, int index, uint32_t versi
   d->max_ep_tx_ctx = 1;
   d->max_ep_rx_ctx = 1;
   d->mr_iov_limit = kMrIovLimit;
-  d->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+  d->caps = kDomainCaps;
   d->mr_cnt = 262144;
 
   fi_fabric_attr* f = fi->fabric_attr;
@@ -396,7 +402,10 @@ const char* choose_direct(const Profile& p, const fi_info* h, Chosen* c, DirectE
     int user = h->domain_attr->mr_mode;
     if (user & kMrScalableLegacy) return "mr_mode FI_MR_SCALABLE";
     if (user & kMrBasicLegacy) user |= kMrRequired;
-    if (h->mode & kModeLocalMrLegacy) user |= FI_MR_LOCAL;
+    // The FI_LOCAL_MR mode bit stands for FI_MR_LOCAL only in a hint that names no mr_mode bits
+    // (libfabric's ofi_check_mr_mode; such a hint lacks the others here anyway): fabtests'
+    // getinfo_mr_mode1 found the mock granting mr_mode bits the hint did not offer.
+    if (user == 0 && (h->mode & kModeLocalMrLegacy)) user |= FI_MR_LOCAL;
     if ((user & need) != need)
       return "mr_mode lacks LOCAL, ALLOCATED, PROV_KEY, VIRT_ADDR (or HMEM with FI_HMEM)";
   }
@@ -538,10 +547,57 @@ void domain_gid(int index, uint8_t gid[16]) {
   gid[15] = static_cast<uint8_t>(index);
 }
 
-int mock_getinfo(uint32_t version, const char* /*node*/, const char* /*service*/,
-                 uint64_t /*flags*/, const fi_info* hints, fi_info** info) {
+// EFA reads fi_getinfo's node as an IPv6 GID and its service as a QPN (efa_str_to_ep_addr): with
+// FI_SOURCE the node selects the NICs whose GID it is; without, node and service are the
+// destination every entry carries (a node that is not an IPv6 address: -FI_EINVAL, as EFA
+// answers). fabtests' getinfo_no_hints5 and src_dest1 found the mock ignoring them.
+int mock_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+                 const fi_info* hints, fi_info** info) {
   Lock lk(g().mu);
-  return mock_getinfo_locked(version, hints, info);
+  EfaAddr addr{};
+  const bool have_addr = node && inet_pton(AF_INET6, node, addr.gid) == 1;
+  if (!(flags & FI_SOURCE) && (node || service)) {
+    if (!have_addr) return -FI_EINVAL;
+    if (service) addr.qpn = static_cast<uint16_t>(std::atoi(service));
+  }
+  int rc = mock_getinfo_locked(version, hints, info);
+  if (rc != 0) return rc;
+  if ((flags & FI_SOURCE) && node) {
+    // Only the NICs with that GID (none when the node is not an IPv6 address).
+    fi_info** link = info;
+    while (*link) {
+      fi_info* cur = *link;
+      const auto* src = static_cast<const EfaAddr*>(cur->src_addr);
+      if (have_addr && src && std::memcmp(src->gid, addr.gid, sizeof addr.gid) == 0) {
+        link = &cur->next;
+        continue;
+      }
+      *link = cur->next;
+      cur->next = nullptr;
+      fi_freeinfo(cur);
+    }
+    if (!*info) return -FI_ENODATA;
+    return 0;
+  }
+  const void* dest = nullptr;
+  if (!(flags & FI_SOURCE) && (node || service))
+    dest = &addr;
+  else if (hints && hints->dest_addr && hints->dest_addrlen == kAddrLen)
+    dest = hints->dest_addr;
+  if (!dest) return 0;
+  for (fi_info* cur = *info; cur; cur = cur->next) {
+    void* d = std::malloc(kAddrLen);
+    if (!d) {
+      fi_freeinfo(*info);
+      *info = nullptr;
+      return -FI_ENOMEM;
+    }
+    std::memcpy(d, dest, kAddrLen);
+    std::free(cur->dest_addr);
+    cur->dest_addr = d;
+    cur->dest_addrlen = kAddrLen;
+  }
+  return 0;
 }
 
 }  // namespace mockefa

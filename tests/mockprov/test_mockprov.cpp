@@ -2,7 +2,10 @@
 // RMA/MR tests are in test_mockprov_rma.cpp, fault injection in test_mockprov_faults.cpp.
 #include <rdma/fi_ext.h>
 
+#include <arpa/inet.h>
+
 #include <chrono>
+#include <cstring>
 
 #include "test_mockprov_util.h"
 
@@ -55,6 +58,58 @@ TEST_CASE("getinfo reports an EFA-like RDM entry", "[mockprov][info]") {
   CHECK(prov->magic == MOCKEFA_NIC_ATTR_MAGIC);
   CHECK(std::string(prov->info.pci_bus_id) == "0000:10:1b.0");
   CHECK(std::string(prov->info.pci_path) == "/sys/devices/pci0000:10/0000:10:1b.0");
+}
+
+TEST_CASE("getinfo: node and service as EFA reads them, domain caps EFA lacks", "[mockprov][info]") {
+  // EFA reads node as an IPv6 GID and service as a QPN; FI_SOURCE selects NICs by GID (fabtests'
+  // getinfo_no_hints5, src_dest1 and caps3 found the mock ignoring node, service and domain caps).
+  Env env;
+  env.set("MOCKEFA_NDOMAINS", "2");
+  Fresh fresh;
+  InfoPtr hints = make_hints();
+  const char* nic0 = "fe80::4a1:b5ff:fe7e:1000";
+  const char* nic1 = "fe80::4a1:b5ff:fe7e:1001";
+  fi_info* out = nullptr;
+  REQUIRE(fi_getinfo(kApi, nic1, "7", 0, hints.get(), &out) == 0);
+  uint8_t gid1[16];
+  REQUIRE(inet_pton(AF_INET6, nic1, gid1) == 1);
+  int n = 0;
+  for (fi_info* i = out; i; i = i->next, ++n) {
+    REQUIRE(i->dest_addrlen == 32);
+    REQUIRE(i->dest_addr != nullptr);
+    CHECK(std::memcmp(i->dest_addr, gid1, 16) == 0);
+    uint16_t qpn = 0;
+    std::memcpy(&qpn, static_cast<const uint8_t*>(i->dest_addr) + 16, 2);
+    CHECK(qpn == 7);
+  }
+  CHECK(n >= 2);  // every NIC, each with that destination
+  fi_freeinfo(out);
+  out = nullptr;
+  // Not an IPv6 address: the mock answers -FI_EINVAL as EFA does (libfabric's core may report
+  // the whole call as -FI_ENODATA); either way nothing comes back.
+  const int rc = fi_getinfo(kApi, "localhost", "7", 0, hints.get(), &out);
+  CHECK((rc == -FI_EINVAL || rc == -FI_ENODATA));
+  CHECK(out == nullptr);
+  // FI_SOURCE: only the NIC with that GID.
+  REQUIRE(fi_getinfo(kApi, nic1, nullptr, FI_SOURCE, hints.get(), &out) == 0);
+  for (fi_info* i = out; i; i = i->next) {
+    REQUIRE(i->src_addr != nullptr);
+    CHECK(std::memcmp(i->src_addr, gid1, 16) == 0);
+    CHECK(i->dest_addr == nullptr);
+  }
+  fi_freeinfo(out);
+  out = nullptr;
+  CHECK(fi_getinfo(kApi, "fe80::1", nullptr, FI_SOURCE, hints.get(), &out) == -FI_ENODATA);
+  CHECK(fi_getinfo(kApi, nic0, nullptr, FI_SOURCE, hints.get(), &out) == 0);
+  fi_freeinfo(out);
+  out = nullptr;
+  // Domain capabilities: LOCAL_COMM and REMOTE_COMM, nothing else (no FI_SHARED_AV).
+  hints->domain_attr->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+  CHECK(fi_getinfo(kApi, nullptr, nullptr, 0, hints.get(), &out) == 0);
+  fi_freeinfo(out);
+  out = nullptr;
+  hints->domain_attr->caps = FI_SHARED_AV;
+  CHECK(fi_getinfo(kApi, nullptr, nullptr, 0, hints.get(), &out) == -FI_ENODATA);
 }
 
 TEST_CASE("getinfo: fi_dupinfo and fi_tostr carry the nic", "[mockprov][info]") {
