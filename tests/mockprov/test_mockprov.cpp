@@ -60,7 +60,8 @@ TEST_CASE("getinfo reports an EFA-like RDM entry", "[mockprov][info]") {
   CHECK(std::string(prov->info.pci_path) == "/sys/devices/pci0000:10/0000:10:1b.0");
 }
 
-TEST_CASE("getinfo: node and service as EFA reads them, domain caps EFA lacks", "[mockprov][info]") {
+TEST_CASE("getinfo: node and service as EFA reads them, domain caps EFA lacks",
+          "[mockprov][info]") {
   // EFA reads node as an IPv6 GID and service as a QPN; FI_SOURCE selects NICs by GID (fabtests'
   // getinfo_no_hints5, src_dest1 and caps3 found the mock ignoring node, service and domain caps).
   Env env;
