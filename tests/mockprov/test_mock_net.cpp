@@ -4,16 +4,19 @@
 // stand for two processes (the socket does not know the difference).
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "mock_net.h"
+#include "mock_opwire.h"
 
 using mockefa::net::Channel;
 using mockefa::net::Options;
@@ -140,4 +143,141 @@ TEST_CASE("mock wire: a message to a peer that is gone is given up", "[mocknet]"
   // Too large, or closed: refused at once.
   std::vector<uint8_t> big(mockefa::net::kMaxPayload + 1);
   CHECK(a.send(gone, big.data(), big.size()) == 0);
+}
+
+// ---- Operations as frames, and their reassembly (mock_opwire.h) ------------------------------
+
+namespace ow = mockefa::opwire;
+
+TEST_CASE("mock opwire: frames round-trip; malformed ones are refused with a reason", "[mocknet]") {
+  ow::OpFrame f;
+  f.kind = ow::Kind::kWrite;
+  f.flags = ow::kHasData;
+  f.op_id = 42;
+  f.data = 0xabcd;
+  f.rma_addr = 0x1000;
+  f.rma_key = 7;
+  f.total = 100;
+  f.offset = 40;
+  f.piece = 60;
+  std::vector<uint8_t> payload = message(3, 60), frame;
+  REQUIRE(ow::encode(f, payload.data(), &frame));
+  ow::OpFrame g;
+  const uint8_t* p = nullptr;
+  std::string why;
+  REQUIRE(ow::decode(frame.data(), frame.size(), &g, &p, &why));
+  CHECK(g.op_id == 42);
+  CHECK(g.kind == ow::Kind::kWrite);
+  CHECK(g.data == 0xabcd);
+  CHECK(std::memcmp(p, payload.data(), 60) == 0);
+  // A piece past the end of its operation cannot even be encoded.
+  f.piece = 61;
+  CHECK_FALSE(ow::encode(f, message(1, 61).data(), &frame));
+  f.piece = 60;
+  REQUIRE(ow::encode(f, payload.data(), &frame));
+  auto refused = [&](std::vector<uint8_t> bad, const char* expect) {
+    ow::OpFrame h;
+    const uint8_t* q = nullptr;
+    std::string w;
+    const bool ok = ow::decode(bad.data(), bad.size(), &h, &q, &w);
+    INFO(expect << ": " << w);
+    CHECK_FALSE(ok);
+    CHECK(w.find(expect) != std::string::npos);
+  };
+  refused(std::vector<uint8_t>(frame.begin(), frame.begin() + 100), "shorter than its header");
+  std::vector<uint8_t> b = frame;
+  b[0] ^= 1;
+  refused(b, "magic");
+  b = frame;
+  b[5] = 9;  // kind
+  refused(b, "unknown kind");
+  b = frame;
+  b.pop_back();
+  refused(b, "a piece of 60 bytes");
+  b = frame;
+  ow::OpFrame h;
+  std::memcpy(&h, b.data(), sizeof(h));
+  h.offset = 50;  // 50 + 60 > 100
+  std::memcpy(b.data(), &h, sizeof(h));
+  refused(b, "outside its operation");
+  h.offset = 0;
+  h.total = (uint64_t{1} << 32) + 1;
+  std::memcpy(b.data(), &h, sizeof(h));
+  refused(b, "an operation of");
+  h.total = 100;
+  h.kind = ow::Kind::kRead;
+  std::memcpy(b.data(), &h, sizeof(h));
+  refused(b, "read request with payload");
+}
+
+TEST_CASE("mock opwire: pieces in any order, duplicated, come back whole once; bad ones refused",
+          "[mocknet]") {
+  std::mt19937_64 rng(11);
+  ow::Reassembly r(1 << 20);
+  for (int round = 0; round < 50; ++round) {
+    const uint64_t total = 1 + rng() % 200000;
+    const std::vector<uint8_t> bytes = message(static_cast<uint64_t>(round), total);
+    const uint32_t step = static_cast<uint32_t>(1 + rng() % 30000);
+    std::vector<ow::OpFrame> pieces;
+    for (uint64_t off = 0; off < total; off += step) {
+      ow::OpFrame f;
+      f.kind = ow::Kind::kSend;
+      f.op_id = static_cast<uint64_t>(round);
+      f.total = total;
+      f.offset = off;
+      f.piece = static_cast<uint32_t>(std::min<uint64_t>(step, total - off));
+      pieces.push_back(f);
+      if (rng() % 4 == 0) pieces.push_back(f);  // duplicated on the path
+    }
+    std::shuffle(pieces.begin(), pieces.end(), rng);
+    int done = 0;
+    std::vector<uint8_t> whole;
+    for (const ow::OpFrame& f : pieces) {
+      const auto a = r.add(9, f, bytes.data() + f.offset, &whole);
+      if (a == ow::Reassembly::Add::kDone) {
+        ++done;
+        CHECK(whole == bytes);
+      } else {
+        CHECK(a != ow::Reassembly::Add::kRefused);
+      }
+    }
+    // A duplicate after completion starts a new operation of that id: the wire never does this
+    // (it delivers each message once), so only the count matters here.
+    CHECK(done >= 1);
+    r.drop(9);
+    CHECK(r.held() == 0);
+  }
+  // Refusals: another total for the same operation, an overlapping piece, past the limit.
+  ow::Reassembly s(1000);
+  ow::OpFrame f;
+  f.kind = ow::Kind::kWrite;
+  f.op_id = 1;
+  f.total = 600;
+  f.offset = 0;
+  f.piece = 300;
+  std::vector<uint8_t> w, buf = message(5, 600);
+  CHECK(s.add(1, f, buf.data(), &w) == ow::Reassembly::Add::kMore);
+  CHECK(s.held() == 600);
+  ow::OpFrame g = f;
+  g.total = 700;
+  g.offset = 300;
+  CHECK(s.add(1, g, buf.data(), &w) == ow::Reassembly::Add::kRefused);
+  g = f;
+  g.offset = 200;  // overlaps [0, 300)
+  CHECK(s.add(1, g, buf.data(), &w) == ow::Reassembly::Add::kRefused);
+  g = f;
+  g.kind = ow::Kind::kSend;
+  g.offset = 300;
+  CHECK(s.add(1, g, buf.data(), &w) == ow::Reassembly::Add::kRefused);
+  ow::OpFrame big = f;
+  big.op_id = 2;
+  big.total = 500;  // 600 + 500 > 1000
+  big.piece = 100;
+  CHECK(s.add(1, big, buf.data(), &w) == ow::Reassembly::Add::kRefused);
+  g = f;
+  g.offset = 300;
+  CHECK(s.add(1, g, buf.data() + 300, &w) == ow::Reassembly::Add::kDone);
+  CHECK(w == buf);
+  CHECK(s.held() == 0);
+  CHECK(s.pending() == 0);
 }
