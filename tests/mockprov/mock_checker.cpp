@@ -194,6 +194,13 @@ Profile read_profile() {
   p.unreach_polls = env_u64("MOCKEFA_UNREACH_POLLS", 64);
   if (p.unreach_polls == 0) p.unreach_polls = 1;
   p.rnr_delay_us = env_u64("MOCKEFA_RNR_DELAY_US", 1000);
+  p.net = strcasecmp(env_str("MOCKEFA_NET", ""), "udp") == 0;
+  {
+    in_addr a{};
+    const char* ip = env_str("MOCKEFA_NET_IP", "127.0.0.1");
+    if (inet_pton(AF_INET, ip, &a) == 1) p.net_ip = ntohl(a.s_addr);
+  }
+  p.net_give_up_ms = env_u64("MOCKEFA_NET_GIVE_UP_MS", 5000);
   p.unexpected_limit = env_u64("MOCKEFA_UNEXPECTED_LIMIT", 8192);
   p.write_event_context = env_u64("MOCKEFA_WRITE_EVENT_CONTEXT", 0) != 0;
   p.write_len_bits = static_cast<unsigned>(env_u64("MOCKEFA_WRITE_LEN_BITS", 0));
@@ -246,6 +253,13 @@ void nic_facts(int index, mockefa_nic_info* out) {
   std::snprintf(out->pci_path, sizeof out->pci_path, "%s/pci%04x:%02x/%s",
                 env_str("MOCKEFA_SYSFS_ROOT", "/sys/devices"), a.domain, a.bus, out->pci_bus_id);
   out->link_speed = env_u64("MOCKEFA_LINK_SPEED", kLinkSpeed);  // 0: a NIC that reports none
+}
+
+bool net_peer_of(const EfaAddr& a, net::Peer* out) {
+  if (a.unused[6] != 'N' || a.unused[7] != 'T') return false;
+  std::memcpy(&out->ip, a.unused, 4);
+  std::memcpy(&out->port, a.unused + 4, 2);
+  return true;
 }
 
 uint64_t steady_ns() {

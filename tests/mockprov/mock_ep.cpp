@@ -406,6 +406,26 @@ int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   domain_gid(d->index, ep->addr.gid);
   ep->addr.qpn = next_qpn(d->index, ep->addr.gid);
   ep->addr.qkey = mix32(ep->serial) | 1u;
+  if (p.net) {
+    // The channel, and an address that says where it listens: IPv4 and port in the bytes EFA
+    // leaves unused, a random qkey so that two processes' endpoints do not look the same.
+    net::Options o;
+    o.give_up_us = p.net_give_up_ms * 1000;
+    o.seed = ep->serial;
+    ep->chan.reset(new net::Channel());
+    if (ep->chan->open(p.net_ip, 0, o) != 0) {
+      delete ep;
+      return -FI_ENODEV;
+    }
+    const net::Peer self = ep->chan->self();
+    std::memcpy(ep->addr.unused, &self.ip, 4);
+    std::memcpy(ep->addr.unused + 4, &self.port, 2);
+    ep->addr.unused[6] = 'N';
+    ep->addr.unused[7] = 'T';
+    std::random_device rd;
+    ep->addr.qkey = rd() | 1u;
+    ep->reasm.reset(new opwire::Reassembly(uint64_t{256} << 20));
+  }
   if (d->direct) {
     // efa-direct: no tagged ops, no ordering, sends of one MTU, 32 bytes inline, 2 SGEs, every
     // op goes straight to the device (no handshake, device RDMA), FI_CONTEXT2 contexts.

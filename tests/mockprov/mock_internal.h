@@ -24,6 +24,7 @@
 #include <deque>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -33,6 +34,8 @@
 #include <vector>
 
 #include "mock_dmabuf.h"
+#include "mock_net.h"
+#include "mock_opwire.h"
 #include "mockefa.h"
 
 #define MOCKEFA_EXPORT extern "C" __attribute__((visibility("default")))
@@ -163,6 +166,12 @@ struct Profile {
   size_t rx_size = 8192;
   size_t max_writedata = size_t{1} << 30;
   uint64_t unreach_polls = 64;
+  // MOCKEFA_NET=udp: every endpoint also has a UDP channel (mock_net.h) on MOCKEFA_NET_IP
+  // (default 127.0.0.1), its address says where, and operations to such an address travel as
+  // messages of the wire, also between endpoints of one process (README, "Across processes").
+  bool net = false;
+  uint32_t net_ip = 0x7f000001;    // host order
+  uint64_t net_give_up_ms = 5000;  // MOCKEFA_NET_GIVE_UP_MS: an unanswered message fails its op
   uint64_t rnr_delay_us = 1000;    // MOCKEFA_RNR_DELAY_US: the first back-off after an RNR
   size_t unexpected_limit = 8192;  // MOCKEFA_UNEXPECTED_LIMIT: efa's unexpected queue, messages
   bool write_event_context =
@@ -198,6 +207,11 @@ inline bool operator<(const EfaAddr& a, const EfaAddr& b) { return std::memcmp(&
 inline bool operator==(const EfaAddr& a, const EfaAddr& b) { return std::memcmp(&a, &b, 24) == 0; }
 std::string addr_str(const EfaAddr& a);  // fi_addr_efa://[gid]:qpn:qkey
 uint64_t steady_ns();                    // the clock of RNR back-offs
+// MOCKEFA_NET: where an address's endpoint listens (false: not a net address).
+bool net_peer_of(const EfaAddr& a, net::Peer* out);
+struct Op;
+// A proxy's completion, sent back to its initiator's endpoint (mock_progress.cpp).
+void send_result(Op* op, int status);
 
 struct Fabric;
 struct Domain;
@@ -206,6 +220,8 @@ struct Cq;
 struct Mr;
 struct Ep;
 struct Op;
+// MOCKEFA_NET: a freshly posted op of ep to a net address goes on the wire at once.
+void net_post(Ep* ep, Op* op);
 
 // Each object that libfabric hands out is a small standard-layout handle whose first member is
 // the libfabric fid struct, plus a pointer back to the C++ object (which is not standard-layout).
@@ -368,8 +384,15 @@ struct Op {
   bool ordered = true;  // FI_ORDER_SAS applies between this op and its pair's next message
   uint32_t wire_delay = 0;
   uint64_t undelivered_polls = 0;
-  uint64_t rnr_until_ns = 0;        // receiver not ready: tried again from then (steady clock)
-  uint32_t rnr_count = 0;           // RNRs so far: the back-off doubles with each
+  uint64_t rnr_until_ns = 0;  // receiver not ready: tried again from then (steady clock)
+  uint32_t rnr_count = 0;     // RNRs so far: the back-off doubles with each
+  // MOCKEFA_NET: sent to a remote endpoint (its result completes it), or a proxy of a remote
+  // initiator's op (its completion becomes a result sent back through remote_via).
+  bool remote_sent = false;
+  bool remote = false;
+  struct Ep* remote_via = nullptr;
+  net::Peer remote_peer;
+  uint64_t remote_op_id = 0;
   int fail_err = 0, fail_prov = 0;  // injected failure, reported at the initiator's progress
   bool fail_unreachable = false;    // ... because of MOCKEFA_UNREACHABLE_AFTER
   bool fail_peer_lost =
@@ -418,6 +441,18 @@ struct Ep {
   std::vector<EfaAddr> eq_error_pending;
   std::set<EfaAddr> lost_peers;
   std::map<EfaAddr, uint64_t> rnr_backoff;  // efa: peers in RNR back-off, until (steady clock)
+  // MOCKEFA_NET: the channel, ops sent through it awaiting their results (by op id), which op each
+  // wire message belongs to, pieces being put back together, and message order per peer (SAS).
+  std::unique_ptr<net::Channel> chan;
+  std::map<uint64_t, Op*> remote_out;
+  std::map<uint64_t, uint64_t> msg_op;
+  std::unique_ptr<opwire::Reassembly> reasm;
+  std::map<EfaAddr, uint64_t> sas_out;  // next message seq to each destination
+  struct SasIn {
+    uint64_t next = 1;
+    std::map<uint64_t, Op*> held;  // arrived ahead of their turn
+  };
+  std::map<EfaAddr, SasIn> sas_in;
   size_t min_multi_recv = 0;
   size_t rnr_retry = 3;
   mockefa_faults faults{};

@@ -224,7 +224,7 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     }
   }
   bool needs_hs = false;
-  if (tx && !ep->direct && !ep->homogeneous_peers && !(peer == ep->addr)) {
+  if (tx && !ep->direct && !ep->homogeneous_peers && !ep->chan && !(peer == ep->addr)) {
     HsState& hs = ep->peers[peer];
     if (hs == HsState::kNone) {
       start_handshake(ep, peer);
@@ -344,6 +344,9 @@ ssize_t post(Ep* ep, const PostArgs& a) {
   }
   ep->tx_outstanding++;
   wire_push(op);
+  // MOCKEFA_NET: like EFA, which hands a send to the device when it is posted, the operation
+  // leaves now (its failures still come at the initiator's next pass).
+  if (ep->chan && !op->fail_err) net_post(ep, op);
   return 0;
 }
 

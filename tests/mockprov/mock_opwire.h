@@ -3,7 +3,7 @@
 // puts a message's pieces back together. Pure functions and one bounded container, no sockets:
 // tests/mockprov/test_mock_net.cpp checks them, random orders, duplicates and bad input included.
 //
-// Every message of the wire is one frame: a fixed header (OpFrame, 136 bytes, little-endian as
+// Every message of the wire is one frame: a fixed header (OpFrame, 144 bytes, little-endian as
 // the machines are), then `piece` bytes of payload. An operation larger than one frame goes as
 // pieces (offset, piece) of its `total` bytes; the target acts on it once every piece is there.
 #pragma once
@@ -44,12 +44,13 @@ struct OpFrame {
   uint64_t rma_key = 0;
   uint64_t total = 0;   // bytes of the whole operation (a read: bytes asked for)
   uint64_t offset = 0;  // of this piece
+  uint64_t seq = 0;     // a message's place among those of its sender to its target (SAS)
   uint32_t piece = 0;   // payload bytes in this frame
   int32_t status = 0;   // kResult: 0, or the EFA provider error the operation failed with
   uint8_t src[kAddr] = {};
   uint8_t dst[kAddr] = {};
 };
-static_assert(sizeof(OpFrame) == 136, "the operation frame header is 136 bytes");
+static_assert(sizeof(OpFrame) == 144, "the operation frame header is 144 bytes");
 
 // Largest operation a frame may announce (EFA's max_msg_size is far below).
 constexpr uint64_t kMaxTotal = uint64_t{1} << 32;

@@ -95,6 +95,10 @@ CqEntry initiator_entry(const Op& op, const Ep& ep) {
 }
 
 void finish_initiator(Op* op) {
+  if (op->remote) {
+    send_result(op, 0);
+    return;
+  }
   Ep* ep = claim_initiator(op);
   if (!ep) return;
   complete_entry(ep, ep->tx_cq, initiator_entry(*op, *ep), op->want_completion);
@@ -373,7 +377,204 @@ void arrive(Ep* x, Op* op) {
   (op->kind == OpKind::kTagged ? x->unexpected_tagged : x->unexpected_msg).push_back(op);
 }
 
+// ---- MOCKEFA_NET: operations between endpoints over the wire (mock_net.h, mock_opwire.h) ----
+
+opwire::Kind wire_kind(OpKind k) {
+  switch (k) {
+    case OpKind::kMsg: return opwire::Kind::kSend;
+    case OpKind::kTagged: return opwire::Kind::kTagged;
+    case OpKind::kWrite: return opwire::Kind::kWrite;
+    default: return opwire::Kind::kRead;
+  }
+}
+
+// Sends frame f with `bytes` in pieces of at most one wire message; their ids to *ids.
+void send_pieces(Ep* x, const net::Peer& to, opwire::OpFrame f, const std::vector<uint8_t>& bytes,
+                 std::vector<uint64_t>* ids) {
+  const size_t piece_max = net::kMaxPayload - sizeof(opwire::OpFrame);
+  const uint64_t total = bytes.size();
+  f.total = total;
+  uint64_t off = 0;
+  std::vector<uint8_t> frame;
+  do {
+    f.offset = off;
+    f.piece = static_cast<uint32_t>(std::min<uint64_t>(piece_max, total - off));
+    if (!opwire::encode(f, bytes.data() + off, &frame)) return;
+    const uint64_t id = x->chan->send(to, frame.data(), frame.size());
+    if (ids && id) ids->push_back(id);
+    off += f.piece;
+  } while (off < total);
+}
+
+// The initiator x hands op to the wire; its result (net_arrival) completes it.
+void remote_send(Ep* x, Op* op, const net::Peer& to) {
+  if (x->lost_peers.count(op->dst_addr)) {
+    // The wire gave up on this peer before: it is gone, as EFA reports a peer it cannot reach.
+    fail_initiator(op, kEfaUnreach, "Peer unreachable: no answer on the mock's wire");
+    retire(op);
+    return;
+  }
+  if (op->kind != OpKind::kRead && (op->mr_lost || !segs_live(op->segs))) {
+    fail_initiator(op, kEfaBadLkey, "Send buffer's memory registration was closed");
+    retire(op);
+    return;
+  }
+  opwire::OpFrame f;
+  f.kind = wire_kind(op->kind);
+  f.flags = op->has_data ? opwire::kHasData : 0;
+  f.op_id = op->id;
+  f.tag = op->tag;
+  f.data = op->data;
+  f.rma_addr = op->rma_addr;
+  f.rma_key = op->rma_key;
+  if (is_msg(op)) f.seq = ++x->sas_out[op->dst_addr];
+  std::memcpy(f.src, &op->src_addr, sizeof(f.src));
+  std::memcpy(f.dst, &op->dst_addr, sizeof(f.dst));
+  std::vector<uint64_t> ids;
+  if (op->kind == OpKind::kRead) {
+    // A request: the bytes asked for, no payload.
+    f.total = op->len;
+    f.piece = 0;
+    std::vector<uint8_t> frame;
+    if (opwire::encode(f, nullptr, &frame)) {
+      const uint64_t id = x->chan->send(to, frame.data(), frame.size());
+      if (id) ids.push_back(id);
+    }
+  } else {
+    std::vector<uint8_t> bytes(op->len);
+    copy_range({Seg{bytes.data(), op->len, nullptr}}, op->segs, 0, op->len);
+    send_pieces(x, to, f, bytes, &ids);
+  }
+  for (uint64_t id : ids) x->msg_op[id] = op->id;
+  x->remote_out[op->id] = op;
+  op->remote_sent = true;
+}
+
+void release_sas(Ep::SasIn& s) {
+  for (auto it = s.held.find(s.next); it != s.held.end(); it = s.held.find(s.next)) {
+    wire_push(it->second);
+    s.held.erase(it);
+    ++s.next;
+  }
+}
+
+// A whole operation arrived at x: a result for one of x's ops, or an op for x (a proxy).
+void net_arrival(Ep* x, const net::Peer& from, const uint8_t* buf, size_t len) {
+  opwire::OpFrame f;
+  const uint8_t* payload = nullptr;
+  std::string why;
+  if (!opwire::decode(buf, len, &f, &payload, &why)) {
+    std::fprintf(stderr, "mockefa: a malformed frame from the wire at %s: %s\n",
+                 addr_str(x->addr).c_str(), why.c_str());
+    return;
+  }
+  // Results and operations of one sender are put back together apart: a result carries the id of
+  // an operation of ours, an operation the sender's own id, and the two may be equal.
+  const uint64_t sender = ((static_cast<uint64_t>(from.ip) << 16) | from.port) |
+                          (f.kind == opwire::Kind::kResult ? uint64_t{1} << 63 : 0);
+  std::vector<uint8_t> whole;
+  // A read request is one frame without payload (its total is the bytes asked for).
+  if (f.kind != opwire::Kind::kRead &&
+      x->reasm->add(sender, f, payload, &whole) != opwire::Reassembly::Add::kDone)
+    return;
+  if (f.kind == opwire::Kind::kResult) {
+    auto it = x->remote_out.find(f.op_id);
+    if (it == x->remote_out.end()) return;
+    Op* op = it->second;
+    x->remote_out.erase(it);
+    if (f.status == 0) {
+      if (op->kind == OpKind::kRead) {
+        const size_t n = std::min<size_t>(whole.size(), op->len);
+        copy_range(op->segs, {Seg{whole.data(), n, nullptr}}, 0, n);
+        g().counters.bytes_landed += n;
+      }
+      finish_initiator(op);
+    } else {
+      fail_initiator(op, f.status, "The remote endpoint failed the operation");
+    }
+    retire(op);
+    return;
+  }
+  auto* p = new Op();
+  p->id = g().next_op_id++;
+  switch (f.kind) {
+    case opwire::Kind::kSend: p->kind = OpKind::kMsg; break;
+    case opwire::Kind::kTagged: p->kind = OpKind::kTagged; break;
+    case opwire::Kind::kWrite: p->kind = OpKind::kWrite; break;
+    default: p->kind = OpKind::kRead; break;
+  }
+  p->remote = true;
+  p->remote_via = x;
+  p->remote_peer = from;
+  p->remote_op_id = f.op_id;
+  std::memcpy(&p->src_addr, f.src, sizeof(p->src_addr));
+  p->dst_addr = x->addr;
+  p->tag = f.tag;
+  p->data = f.data;
+  p->has_data = (f.flags & opwire::kHasData) != 0;
+  p->rma_addr = f.rma_addr;
+  p->rma_key = f.rma_key;
+  p->len = f.total;
+  p->direct = x->direct;
+  if (p->kind == OpKind::kRead)
+    p->own.assign(f.total, 0);
+  else
+    p->own = std::move(whole);
+  p->segs = {Seg{p->own.data(), p->own.size(), nullptr}};
+  if (!is_msg(p)) {
+    wire_push(p);
+    return;
+  }
+  // Messages from one sender are taken in its order (FI_ORDER_SAS), whatever order the wire kept.
+  Ep::SasIn& s = x->sas_in[p->src_addr];
+  s.held[f.seq] = p;
+  release_sas(s);
+}
+
+void progress_net(Ep* x) {
+  if (!x->chan) return;
+  x->chan->progress(
+      [x](const net::Peer& from, const uint8_t* buf, size_t len) {
+        net_arrival(x, from, buf, len);
+      },
+      [x](uint64_t id, bool delivered) {
+        auto it = x->msg_op.find(id);
+        if (it == x->msg_op.end()) return;
+        const uint64_t op_id = it->second;
+        x->msg_op.erase(it);
+        if (delivered) return;
+        auto o = x->remote_out.find(op_id);
+        if (o == x->remote_out.end()) return;
+        Op* op = o->second;
+        x->remote_out.erase(o);
+        // Its later messages could never be taken in order (SAS): the peer is lost for good.
+        x->lost_peers.insert(op->dst_addr);
+        fail_initiator(op, kEfaUnreach,
+                       "Peer unreachable: no answer on the mock's wire (MOCKEFA_NET_GIVE_UP_MS)");
+        retire(op);
+      });
+}
+
 void step(Ep* x, Op* op, Sas& sas) {
+  if (op->remote_sent) return;  // its result completes it (net_arrival)
+  net::Peer to;
+  if (!op->remote && !op->internal && op->init && op->init->chan &&
+      net_peer_of(op->dst_addr, &to)) {
+    // MOCKEFA_NET: the initiator hands it to the wire; nobody else touches it.
+    if (op->init != x || op->st != OpState::kWire) return;
+    if (op->fail_err) {
+      if (op->fail_unreachable) count_fault(MOCKEFA_F_UNREACHABLE);
+      fail_initiator(op, op->fail_prov,
+                     op->fail_unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
+                     : op->fail_peer_lost
+                         ? "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)"
+                         : "Injected error (MOCKEFA_ERROR_EVERY)");
+      retire(op);
+      return;
+    }
+    remote_send(x, op, to);
+    return;
+  }
   Ep* tgt = enabled_ep(op->dst_addr);
   if (op->init == x && op->st == OpState::kWire) {
     if (op->fail_err) {
@@ -511,12 +712,37 @@ void retire(Op* op) {
   g().graveyard.push_back(op);
 }
 
+void net_post(Ep* ep, Op* op) {
+  net::Peer to;
+  if (op->remote || op->internal || op->init != ep || !net_peer_of(op->dst_addr, &to)) return;
+  remote_send(ep, op, to);
+}
+
+// A proxy's completion goes back to its initiator as a result: the status, and a read's data.
+void send_result(Op* op, int status) {
+  op->remote = false;
+  Ep* via = op->remote_via;
+  if (!via || !via->chan) return;
+  opwire::OpFrame f;
+  f.kind = opwire::Kind::kResult;
+  f.op_id = op->remote_op_id;
+  f.status = status;
+  std::memcpy(f.src, &via->addr, sizeof(f.src));
+  static const std::vector<uint8_t> kNone;
+  const bool data = status == 0 && op->kind == OpKind::kRead;
+  send_pieces(via, op->remote_peer, f, data ? op->own : kNone, nullptr);
+}
+
 void flush_graveyard() {
   for (Op* op : g().graveyard) delete op;
   g().graveyard.clear();
 }
 
 void fail_initiator(Op* op, int prov_errno, const char* why) {
+  if (op->remote) {
+    send_result(op, prov_errno);
+    return;
+  }
   Ep* ep = claim_initiator(op);
   if (!ep) return;
   CqEntry e = initiator_entry(*op, *ep);
@@ -577,6 +803,7 @@ void progress_ep(Ep* x) {
   PassGuard pass;
   x->eagain_latched = false;
   x->progress_passes++;
+  progress_net(x);
   raise_eq_errors(x);
   while (!x->failing_recvs.empty()) {
     fail_recv(x, x->failing_recvs.front(), x->failing_recvs.front().fail_prov,
@@ -603,6 +830,18 @@ void progress_ep(Ep* x) {
 }
 
 void ep_teardown(Ep* ep) {
+  // MOCKEFA_NET: its proxies of remote operations fail back to their initiators; messages held
+  // for their turn go; the channel closes with the endpoint.
+  for (Op* op : std::vector<Op*>(g().wire.begin(), g().wire.end())) {
+    if (op->st == OpState::kRetired || !op->remote || op->remote_via != ep) continue;
+    send_result(op, kEfaBadDestQpn);
+    retire(op);
+  }
+  for (auto& kv : ep->sas_in)
+    for (auto& h : kv.second.held) delete h.second;
+  ep->sas_in.clear();
+  ep->remote_out.clear();
+  ep->msg_op.clear();
   // Ops this endpoint started vanish without completions (its CQs may be closed next).
   // Peers lose what was in flight to or from it, the way a destroyed QP looks to them.
   for (Op* op : std::vector<Op*>(g().wire.begin(), g().wire.end())) {

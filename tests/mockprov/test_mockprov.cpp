@@ -722,3 +722,77 @@ TEST_CASE("counters: open-object gauges return to where they were", "[mockprov][
   CHECK(after.open_eps == before.open_eps);
   CHECK(after.open_mrs == before.open_mrs);
 }
+
+TEST_CASE("net: MOCKEFA_NET=udp carries messages and RMA over the wire, and says where",
+          "[mockprov][net]") {
+  // The same operations as in one process, but each endpoint has a UDP channel, its address says
+  // where it listens, and every operation travels as messages of the wire (README, "Across
+  // processes"): the way two processes or two network namespaces talk.
+  Env env;
+  env.set("MOCKEFA_NET", "udp").set("MOCKEFA_RMA", "emulated");
+  Fresh fresh;
+  InfoPtr hints = make_hints();
+  InfoPtr info = getinfo(hints.get());
+  Pair p(info.get());
+  REQUIRE(p.a.name.size() == 32);
+  CHECK(p.a.name[30] == 'N');  // the net marker in the bytes EFA leaves unused
+  CHECK(p.a.name[31] == 'T');
+  // A tagged message with CQ data larger than one datagram, in order after a small one (SAS).
+  std::vector<uint8_t> big = pattern(200000, 5), small = pattern(100, 9);
+  std::vector<uint8_t> rbig(200000, 0), rsmall(100, 0);
+  Mr sb(p.a.domain, big.data(), big.size()), ss(p.a.domain, small.data(), small.size());
+  Mr rb(p.b.domain, rbig.data(), rbig.size()), rs(p.b.domain, rsmall.data(), rsmall.size());
+  int k1 = 0, k2 = 0;
+  REQUIRE(fi_trecv(p.b.ep, rsmall.data(), rsmall.size(), rs.desc(), FI_ADDR_UNSPEC, 7, 0, &k1) ==
+          0);
+  REQUIRE(fi_trecv(p.b.ep, rbig.data(), rbig.size(), rb.desc(), FI_ADDR_UNSPEC, 7, 0, &k2) == 0);
+  REQUIRE(fi_tsend(p.a.ep, small.data(), small.size(), ss.desc(), p.a2b, 7, nullptr) == 0);
+  REQUIRE(fi_tsenddata(p.a.ep, big.data(), big.size(), sb.desc(), 0x1234, p.a2b, 7, nullptr) == 0);
+  Completion c1, c2, s1, s2;
+  REQUIRE(wait_cq(p.b.rx, &c1, {&p.a}, 20000));
+  REQUIRE(wait_cq(p.b.rx, &c2, {&p.a}, 20000));
+  CHECK(c1.e.op_context == &k1);
+  CHECK(c2.e.op_context == &k2);
+  CHECK(c2.e.data == 0x1234);
+  CHECK(rsmall == small);
+  CHECK(rbig == big);
+  REQUIRE(wait_cq(p.a.tx, &s1, {&p.b}, 20000));
+  REQUIRE(wait_cq(p.a.tx, &s2, {&p.b}, 20000));
+  CHECK_FALSE(s1.error);
+  CHECK_FALSE(s2.error);
+  // An RMA write with CQ data, then a read back; a write with a wrong key fails at the initiator.
+  std::vector<uint8_t> target(100000, 0), back(100000, 0);
+  Mr tm(p.b.domain, target.data(), target.size()), bm(p.a.domain, back.data(), back.size());
+  REQUIRE(post_retry(
+              [&] {
+                return fi_writedata(p.a.ep, big.data(), target.size(), sb.desc(), 0x55, p.a2b,
+                                    reinterpret_cast<uint64_t>(target.data()), tm.key(), nullptr);
+              },
+              {&p.a, &p.b}) == 0);
+  Completion w, ev;
+  REQUIRE(wait_cq(p.b.rx, &ev, {&p.a}, 20000));
+  CHECK(ev.e.data == 0x55);
+  CHECK(ev.e.flags & FI_REMOTE_CQ_DATA);
+  REQUIRE(wait_cq(p.a.tx, &w, {&p.b}, 20000));
+  CHECK_FALSE(w.error);
+  CHECK(std::memcmp(target.data(), big.data(), target.size()) == 0);
+  REQUIRE(post_retry(
+              [&] {
+                return fi_read(p.a.ep, back.data(), back.size(), bm.desc(), p.a2b,
+                               reinterpret_cast<uint64_t>(target.data()), tm.key(), nullptr);
+              },
+              {&p.a, &p.b}) == 0);
+  Completion r;
+  REQUIRE(wait_cq(p.a.tx, &r, {&p.b}, 20000));
+  CHECK_FALSE(r.error);
+  CHECK(back == target);
+  REQUIRE(post_retry(
+              [&] {
+                return fi_write(p.a.ep, big.data(), 64, sb.desc(), p.a2b,
+                                reinterpret_cast<uint64_t>(target.data()), tm.key() + 1, nullptr);
+              },
+              {&p.a, &p.b}) == 0);
+  Completion bad;
+  REQUIRE(wait_cq(p.a.tx, &bad, {&p.b}, 20000));
+  CHECK(bad.error);
+}
