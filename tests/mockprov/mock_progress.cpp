@@ -452,6 +452,9 @@ void remote_send(Ep* x, Op* op, const net::Peer& to) {
 
 void release_sas(Ep::SasIn& s) {
   for (auto it = s.held.find(s.next); it != s.held.end(); it = s.held.find(s.next)) {
+    // Its id now, in its sender's order: shuffled passes let a pair's lowest id arrive first, and
+    // an id taken when its last piece came would put a big message behind a later small one.
+    it->second->id = g().next_op_id++;
     wire_push(it->second);
     s.held.erase(it);
     ++s.next;
