@@ -201,6 +201,8 @@ Profile read_profile() {
     if (inet_pton(AF_INET, ip, &a) == 1) p.net_ip = ntohl(a.s_addr);
   }
   p.net_give_up_ms = env_u64("MOCKEFA_NET_GIVE_UP_MS", 5000);
+  p.net_loss = static_cast<double>(std::min<uint64_t>(env_u64("MOCKEFA_NET_LOSS", 0), 90)) / 100.0;
+  p.net_dup = static_cast<double>(std::min<uint64_t>(env_u64("MOCKEFA_NET_DUP", 0), 90)) / 100.0;
   p.unexpected_limit = env_u64("MOCKEFA_UNEXPECTED_LIMIT", 8192);
   p.write_event_context = env_u64("MOCKEFA_WRITE_EVENT_CONTEXT", 0) != 0;
   p.write_len_bits = static_cast<unsigned>(env_u64("MOCKEFA_WRITE_LEN_BITS", 0));

@@ -411,6 +411,9 @@ int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
     // leaves unused, a random qkey so that two processes' endpoints do not look the same.
     net::Options o;
     o.give_up_us = p.net_give_up_ms * 1000;
+    o.loss = p.net_loss;
+    o.dup = p.net_dup;
+    o.rto_us = 2000;
     o.seed = ep->serial;
     ep->chan.reset(new net::Channel());
     if (ep->chan->open(p.net_ip, 0, o) != 0) {

@@ -172,7 +172,9 @@ struct Profile {
   bool net = false;
   uint32_t net_ip = 0x7f000001;    // host order
   uint64_t net_give_up_ms = 5000;  // MOCKEFA_NET_GIVE_UP_MS: an unanswered message fails its op
-  uint64_t rnr_delay_us = 1000;    // MOCKEFA_RNR_DELAY_US: the first back-off after an RNR
+  double net_loss = 0,
+         net_dup = 0;            // MOCKEFA_NET_LOSS / _DUP: per cent of datagrams dropped / doubled
+  uint64_t rnr_delay_us = 1000;  // MOCKEFA_RNR_DELAY_US: the first back-off after an RNR
   size_t unexpected_limit = 8192;  // MOCKEFA_UNEXPECTED_LIMIT: efa's unexpected queue, messages
   bool write_event_context =
       false;  // fi_writedata target events carry a junk op_context (shm 1.17)
