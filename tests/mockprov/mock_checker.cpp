@@ -201,6 +201,7 @@ Profile read_profile() {
     if (inet_pton(AF_INET, ip, &a) == 1) p.net_ip = ntohl(a.s_addr);
   }
   p.net_give_up_ms = env_u64("MOCKEFA_NET_GIVE_UP_MS", 5000);
+  p.net_reasm_kib = env_u64("MOCKEFA_NET_REASM_KIB", 262144);
   p.net_loss = static_cast<double>(std::min<uint64_t>(env_u64("MOCKEFA_NET_LOSS", 0), 90)) / 100.0;
   p.net_dup = static_cast<double>(std::min<uint64_t>(env_u64("MOCKEFA_NET_DUP", 0), 90)) / 100.0;
   p.unexpected_limit = env_u64("MOCKEFA_UNEXPECTED_LIMIT", 8192);

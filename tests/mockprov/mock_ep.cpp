@@ -427,7 +427,7 @@ int mock_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
     ep->addr.unused[7] = 'T';
     std::random_device rd;
     ep->addr.qkey = rd() | 1u;
-    ep->reasm.reset(new opwire::Reassembly(uint64_t{256} << 20));
+    ep->reasm.reset(new opwire::Reassembly(p.net_reasm_kib * 1024));
   }
   if (d->direct) {
     // efa-direct: no tagged ops, no ordering, sends of one MTU, 32 bytes inline, 2 SGEs, every

@@ -170,8 +170,9 @@ struct Profile {
   // (default 127.0.0.1), its address says where, and operations to such an address travel as
   // messages of the wire, also between endpoints of one process (README, "Across processes").
   bool net = false;
-  uint32_t net_ip = 0x7f000001;    // host order
-  uint64_t net_give_up_ms = 5000;  // MOCKEFA_NET_GIVE_UP_MS: an unanswered message fails its op
+  uint32_t net_ip = 0x7f000001;     // host order
+  uint64_t net_give_up_ms = 5000;   // MOCKEFA_NET_GIVE_UP_MS: an unanswered message fails its op
+  uint64_t net_reasm_kib = 262144;  // MOCKEFA_NET_REASM_KIB: bytes held in unfinished operations
   double net_loss = 0,
          net_dup = 0;            // MOCKEFA_NET_LOSS / _DUP: per cent of datagrams dropped / doubled
   uint64_t rnr_delay_us = 1000;  // MOCKEFA_RNR_DELAY_US: the first back-off after an RNR

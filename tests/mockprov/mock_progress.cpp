@@ -377,6 +377,17 @@ void arrive(Ep* x, Op* op) {
   (op->kind == OpKind::kTagged ? x->unexpected_tagged : x->unexpected_msg).push_back(op);
 }
 
+// An op doomed at post time (fail_err) fails at its initiator's pass, and is retired.
+void fail_injected(Op* op) {
+  if (op->fail_unreachable) count_fault(MOCKEFA_F_UNREACHABLE);
+  fail_initiator(op, op->fail_prov,
+                 op->fail_unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
+                 : op->fail_peer_lost
+                     ? "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)"
+                     : "Injected error (MOCKEFA_ERROR_EVERY)");
+  retire(op);
+}
+
 // ---- MOCKEFA_NET: operations between endpoints over the wire (mock_net.h, mock_opwire.h) ----
 
 opwire::Kind wire_kind(OpKind k) {
@@ -404,6 +415,17 @@ void send_pieces(Ep* x, const net::Peer& to, opwire::OpFrame f, const std::vecto
     if (ids && id) ids->push_back(id);
     off += f.piece;
   } while (off < total);
+}
+
+// A result for the initiator's op op_id, sent through via to `to`: the status, a read's data.
+void send_result_to(Ep* via, const net::Peer& to, uint64_t op_id, int status,
+                    const std::vector<uint8_t>& data) {
+  opwire::OpFrame f;
+  f.kind = opwire::Kind::kResult;
+  f.op_id = op_id;
+  f.status = status;
+  std::memcpy(f.src, &via->addr, sizeof(f.src));
+  send_pieces(via, to, f, data, nullptr);
 }
 
 // The initiator x hands op to the wire; its result (net_arrival) completes it.
@@ -477,9 +499,16 @@ void net_arrival(Ep* x, const net::Peer& from, const uint8_t* buf, size_t len) {
                           (f.kind == opwire::Kind::kResult ? uint64_t{1} << 63 : 0);
   std::vector<uint8_t> whole;
   // A read request is one frame without payload (its total is the bytes asked for).
-  if (f.kind != opwire::Kind::kRead &&
-      x->reasm->add(sender, f, payload, &whole) != opwire::Reassembly::Add::kDone)
+  const opwire::Reassembly::Add added = f.kind == opwire::Kind::kRead
+                                            ? opwire::Reassembly::Add::kDone
+                                            : x->reasm->add(sender, f, payload, &whole);
+  if (added == opwire::Reassembly::Add::kRefused && f.kind != opwire::Kind::kResult) {
+    // No room to put it together (or pieces that disagree): the initiator must hear of it, or
+    // it would wait for a result forever. Receiver not ready, as EFA says of a full receiver.
+    send_result_to(x, from, f.op_id, kEfaRnr, {});
     return;
+  }
+  if (added != opwire::Reassembly::Add::kDone) return;
   if (f.kind == opwire::Kind::kResult) {
     auto it = x->remote_out.find(f.op_id);
     if (it == x->remote_out.end()) return;
@@ -566,13 +595,7 @@ void step(Ep* x, Op* op, Sas& sas) {
     // MOCKEFA_NET: the initiator hands it to the wire; nobody else touches it.
     if (op->init != x || op->st != OpState::kWire) return;
     if (op->fail_err) {
-      if (op->fail_unreachable) count_fault(MOCKEFA_F_UNREACHABLE);
-      fail_initiator(op, op->fail_prov,
-                     op->fail_unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
-                     : op->fail_peer_lost
-                         ? "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)"
-                         : "Injected error (MOCKEFA_ERROR_EVERY)");
-      retire(op);
+      fail_injected(op);
       return;
     }
     remote_send(x, op, to);
@@ -581,13 +604,7 @@ void step(Ep* x, Op* op, Sas& sas) {
   Ep* tgt = enabled_ep(op->dst_addr);
   if (op->init == x && op->st == OpState::kWire) {
     if (op->fail_err) {
-      if (op->fail_unreachable) count_fault(MOCKEFA_F_UNREACHABLE);
-      fail_initiator(op, op->fail_prov,
-                     op->fail_unreachable ? "Peer unreachable (MOCKEFA_UNREACHABLE_AFTER)"
-                     : op->fail_peer_lost
-                         ? "Peer unreachable: its handshake failed (MOCKEFA_EQ_ERROR_AFTER)"
-                         : "Injected error (MOCKEFA_ERROR_EVERY)");
-      retire(op);
+      fail_injected(op);
       return;
     }
     if (x->lost_peers.count(op->dst_addr)) {
@@ -726,14 +743,9 @@ void send_result(Op* op, int status) {
   op->remote = false;
   Ep* via = op->remote_via;
   if (!via || !via->chan) return;
-  opwire::OpFrame f;
-  f.kind = opwire::Kind::kResult;
-  f.op_id = op->remote_op_id;
-  f.status = status;
-  std::memcpy(f.src, &via->addr, sizeof(f.src));
   static const std::vector<uint8_t> kNone;
   const bool data = status == 0 && op->kind == OpKind::kRead;
-  send_pieces(via, op->remote_peer, f, data ? op->own : kNone, nullptr);
+  send_result_to(via, op->remote_peer, op->remote_op_id, status, data ? op->own : kNone);
 }
 
 void flush_graveyard() {

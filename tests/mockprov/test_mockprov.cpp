@@ -844,3 +844,28 @@ TEST_CASE("net: messages of one sender are taken in its order, whatever the wire
   Completion s;
   for (int i = 0; i < kN; ++i) REQUIRE(wait_cq(p.a.tx, &s, {&p.b}, 200000));
 }
+
+TEST_CASE("net: an operation the target has no room to put together fails at its initiator",
+          "[mockprov][net]") {
+  // The target holds at most 1 MiB of unfinished operations here: a 2 MiB message cannot be put
+  // together, and its sender must hear so (receiver not ready) rather than wait for ever.
+  Env env;
+  env.set("MOCKEFA_NET", "udp").set("MOCKEFA_NET_REASM_KIB", "1024");
+  Fresh fresh;
+  InfoPtr hints = make_hints();
+  InfoPtr info = getinfo(hints.get());
+  Pair p(info.get());
+  std::vector<uint8_t> big = pattern(2 << 20, 1), rbuf(2 << 20, 0);
+  Mr sm(p.a.domain, big.data(), big.size()), rm(p.b.domain, rbuf.data(), rbuf.size());
+  int rk = 0;
+  REQUIRE(fi_trecv(p.b.ep, rbuf.data(), rbuf.size(), rm.desc(), FI_ADDR_UNSPEC, 1, 0, &rk) == 0);
+  REQUIRE(fi_tsend(p.a.ep, big.data(), big.size(), sm.desc(), p.a2b, 1, nullptr) == 0);
+  Completion s;
+  REQUIRE(wait_cq(p.a.tx, &s, {&p.b}, 200000));
+  CHECK(s.error);
+  CHECK(stays_quiet(p.b.rx, 50, {&p.a}));
+  REQUIRE(fi_cancel(&p.b.ep->fid, &rk) == 0);
+  Completion c;
+  REQUIRE(wait_cq(p.b.rx, &c));
+  CHECK(c.err.err == FI_ECANCELED);
+}
