@@ -194,6 +194,7 @@ Profile read_profile() {
   p.unreach_polls = env_u64("MOCKEFA_UNREACH_POLLS", 64);
   if (p.unreach_polls == 0) p.unreach_polls = 1;
   p.rnr_delay_us = env_u64("MOCKEFA_RNR_DELAY_US", 1000);
+  p.ctx_reuse = env_flag("MOCKEFA_CTX_REUSE", false);
   p.net = strcasecmp(env_str("MOCKEFA_NET", ""), "udp") == 0;
   {
     in_addr a{};

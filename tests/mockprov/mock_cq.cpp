@@ -15,7 +15,8 @@ void release_ctx(const CqEntry& e) {
   if (!e.track_ctx) return;
   Ep* ep = ep_by_serial(e.ep_serial);
   if (!ep) return;
-  ep->inflight_ctx.erase(e.op_context);
+  auto one = ep->inflight_ctx.find(e.op_context);
+  if (one != ep->inflight_ctx.end()) ep->inflight_ctx.erase(one);
   auto it = ep->ctx_marks.find(e.op_context);
   if (it == ep->ctx_marks.end()) return;
   uintptr_t w[2];

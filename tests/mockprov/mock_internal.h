@@ -189,6 +189,10 @@ struct Profile {
   // MOCKEFA_DIRECT_REORDER=0 (keep post order on efa-direct endpoints, for debugging).
   bool no_unsolicited_write_recv = false;
   bool direct_reorder = true;
+  // MOCKEFA_CTX_REUSE=1: a context pointer may be reused while its op is in flight on the efa
+  // fabric, as on EFA (mode 0 there; only efa-direct's FI_CONTEXT2 needs the memory). Off by
+  // default: the plugin never reuses one, and a reuse there is a bug the mock should catch.
+  bool ctx_reuse = false;
 };
 Profile read_profile();
 mockefa_faults faults_from_env();
@@ -392,6 +396,7 @@ struct Op {
   // MOCKEFA_NET: sent to a remote endpoint (its result completes it), or a proxy of a remote
   // initiator's op (its completion becomes a result sent back through remote_via).
   bool remote_sent = false;
+  uint64_t result_due_us = 0;  // sent: when to ask whether its target still lives (a probe)
   bool remote = false;
   struct Ep* remote_via = nullptr;
   net::Peer remote_peer;
@@ -449,6 +454,10 @@ struct Ep {
   std::unique_ptr<net::Channel> chan;
   std::map<uint64_t, Op*> remote_out;
   std::map<uint64_t, uint64_t> msg_op;
+  // Probes in flight (wire message id -> peer): a peer that owes results is asked whether it
+  // still lives, since one that died after acknowledging an op's messages never sends its result.
+  std::map<uint64_t, net::Peer> probe_msg;
+  std::set<net::Peer> probing;
   std::unique_ptr<opwire::Reassembly> reasm;
   std::map<EfaAddr, uint64_t> sas_out;  // next message seq to each destination
   struct SasIn {
@@ -464,7 +473,7 @@ struct Ep {
   bool eagain_latched = false;
   bool unreachable = false;
   uint64_t tx_outstanding = 0;
-  std::unordered_set<void*> inflight_ctx;
+  std::unordered_multiset<void*> inflight_ctx;
   std::list<RecvReq> posted_msg, posted_tagged, failing_recvs;
   std::list<Op*> unexpected_msg, unexpected_tagged;
   std::map<EfaAddr, HsState> peers;

@@ -188,7 +188,9 @@ ssize_t post(Ep* ep, const PostArgs& a) {
     any_src = tx;
   }
   const bool track_ctx = a.context && !a.inject_call;
-  if (track_ctx && ep->inflight_ctx.count(a.context)) {
+  // EFA's efa fabric has mode 0 and takes a context back while its op is in flight; efa-direct
+  // (FI_CONTEXT2) writes into it. The mock refuses both unless MOCKEFA_CTX_REUSE=1 (efa only).
+  if (track_ctx && (ep->direct || !p.ctx_reuse) && ep->inflight_ctx.count(a.context)) {
     violation(MOCKEFA_V_CTX_REUSE, "%s with context %p of an op still in flight", name, a.context);
     return -FI_EINVAL;
   }

@@ -166,6 +166,10 @@ void Channel::progress(const std::function<void(const Peer&, const uint8_t*, siz
       in.above.erase(in.above.begin());
       ++in.floor;
     }
+    if (h.len == 0) {
+      ++stats_.probes_answered;  // a probe: its ack is the answer
+      continue;
+    }
     ++stats_.delivered;
     on_msg(p, buf_.data() + sizeof(h), h.len);
   }

@@ -44,9 +44,10 @@ struct Stats {
   uint64_t delivered = 0;   // messages handed to on_msg
   uint64_t duplicates = 0;  // data datagrams dropped as already delivered
   uint64_t acked = 0;
-  uint64_t lost = 0;            // given up
-  uint64_t injected_drops = 0;  // datagrams dropped by Options::loss
-  uint64_t malformed = 0;       // datagrams that were not ours
+  uint64_t lost = 0;             // given up
+  uint64_t injected_drops = 0;   // datagrams dropped by Options::loss
+  uint64_t malformed = 0;        // datagrams that were not ours
+  uint64_t probes_answered = 0;  // 0-byte messages acknowledged and not delivered
 };
 
 class Channel {
@@ -62,7 +63,8 @@ class Channel {
   Peer self() const { return self_; }
 
   // Queues a message of at most kMaxPayload bytes to `to`; returns its id (> 0), or 0 when too
-  // large or the channel is closed.
+  // large or the channel is closed. A message of 0 bytes is a probe: the peer acknowledges it and
+  // does not deliver it, so on_done says whether the peer still answers.
   uint64_t send(const Peer& to, const void* data, size_t len);
 
   // One pass: reads every datagram waiting (each new message goes to on_msg once; every data

@@ -9,8 +9,10 @@
 //  * payload lands in pieces (MOCKEFA_LAND_CHUNK) over successive passes of the landing side.
 // Completions go to the CQ of the endpoint they belong to the moment the work is done, so a
 // sender whose receiver polls finds its completion at its own next read.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "mock_internal.h"
 
@@ -470,6 +472,7 @@ void remote_send(Ep* x, Op* op, const net::Peer& to) {
   for (uint64_t id : ids) x->msg_op[id] = op->id;
   x->remote_out[op->id] = op;
   op->remote_sent = true;
+  op->result_due_us = net::now_us() + x->profile.net_give_up_ms * 1000;
 }
 
 void release_sas(Ep::SasIn& s) {
@@ -563,13 +566,57 @@ void net_arrival(Ep* x, const net::Peer& from, const uint8_t* buf, size_t len) {
   release_sas(s);
 }
 
+// A probe to `to` came back (alive) or was given up: the ops that wait for results from it wait
+// another give-up time, or fail as EFA fails an op to a peer its device can no longer reach.
+void probe_done(Ep* x, const net::Peer& to, bool alive) {
+  x->probing.erase(to);
+  const uint64_t due = net::now_us() + x->profile.net_give_up_ms * 1000;
+  for (auto it = x->remote_out.begin(); it != x->remote_out.end();) {
+    Op* op = it->second;
+    net::Peer at;
+    if (!net_peer_of(op->dst_addr, &at) || !(at == to)) {
+      ++it;
+      continue;
+    }
+    if (alive) {
+      op->result_due_us = due;
+      ++it;
+      continue;
+    }
+    it = x->remote_out.erase(it);
+    x->lost_peers.insert(op->dst_addr);
+    fail_initiator(op, kEfaUnreach,
+                   "Peer unreachable: it stopped answering while it owed this operation's result "
+                   "(MOCKEFA_NET_GIVE_UP_MS)");
+    retire(op);
+  }
+}
+
 void progress_net(Ep* x) {
   if (!x->chan) return;
+  // Results overdue: ask each peer that owes one whether it still lives (one probe at a time).
+  const uint64_t now = net::now_us();
+  for (const auto& [id, op] : x->remote_out) {
+    net::Peer to;
+    if (now < op->result_due_us || !net_peer_of(op->dst_addr, &to) || x->probing.count(to))
+      continue;
+    const uint64_t pid = x->chan->send(to, nullptr, 0);
+    if (!pid) continue;
+    x->probe_msg[pid] = to;
+    x->probing.insert(to);
+  }
   x->chan->progress(
       [x](const net::Peer& from, const uint8_t* buf, size_t len) {
         net_arrival(x, from, buf, len);
       },
       [x](uint64_t id, bool delivered) {
+        auto pr = x->probe_msg.find(id);
+        if (pr != x->probe_msg.end()) {
+          const net::Peer to = pr->second;
+          x->probe_msg.erase(pr);
+          probe_done(x, to, delivered);
+          return;
+        }
         auto it = x->msg_op.find(id);
         if (it == x->msg_op.end()) return;
         const uint64_t op_id = it->second;
@@ -907,6 +954,21 @@ void ep_teardown(Ep* ep) {
   ep->posted_msg.clear();
   ep->posted_tagged.clear();
   ep->failing_recvs.clear();
+  if (ep->chan) {
+    // As a device acknowledges what it took before its queue pair goes, the results and messages
+    // this endpoint still owes reach their peers before the channel closes (for at most a second,
+    // or MOCKEFA_NET_GIVE_UP_MS if shorter): a process that closes its endpoint right after its
+    // last completion, as fabtests' finalize does, must not leave its peer's last send waiting
+    // for a result. Other endpoints of this process pass meanwhile: the peer may be one of them.
+    const uint64_t until =
+        net::now_us() + std::min<uint64_t>(ep->profile.net_give_up_ms, 1000) * 1000;
+    while (ep->chan->in_flight() && net::now_us() < until) {
+      ep->chan->progress([](const net::Peer&, const uint8_t*, size_t) {}, [](uint64_t, bool) {});
+      for (auto& kv : g().eps_by_serial)
+        if (kv.second != ep && kv.second->chan) progress_net(kv.second);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
 }
 
 }  // namespace mockefa

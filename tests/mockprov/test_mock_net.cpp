@@ -145,6 +145,38 @@ TEST_CASE("mock wire: a message to a peer that is gone is given up", "[mocknet]"
   CHECK(a.send(gone, big.data(), big.size()) == 0);
 }
 
+TEST_CASE(
+    "mock wire: a probe (0 bytes) is answered by a live peer, never delivered, and given up "
+    "on a gone one",
+    "[mocknet]") {
+  Options o;
+  o.rto_us = 1000;
+  o.give_up_us = 200000;
+  Channel a, b, c;
+  REQUIRE(a.open(kLo, 0, o) == 0);
+  REQUIRE(b.open(kLo, 0, o) == 0);
+  REQUIRE(c.open(kLo, 0, o) == 0);
+  const Peer gone = c.self();
+  c.close();
+  const uint64_t live = a.send(b.self(), nullptr, 0), dead = a.send(gone, nullptr, 0);
+  REQUIRE(live != 0);
+  REQUIRE(dead != 0);
+  std::map<uint64_t, bool> done;
+  int delivered = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (done.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    b.progress([&](const Peer&, const uint8_t*, size_t) { ++delivered; }, [](uint64_t, bool) {});
+    a.progress([](const Peer&, const uint8_t*, size_t) {},
+               [&](uint64_t id, bool ok) { done[id] = ok; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(done.size() == 2);
+  CHECK(done[live]);
+  CHECK_FALSE(done[dead]);
+  CHECK(delivered == 0);
+  CHECK(b.stats().probes_answered == 1);
+}
+
 // ---- Operations as frames, and their reassembly (mock_opwire.h) ------------------------------
 
 namespace ow = mockefa::opwire;

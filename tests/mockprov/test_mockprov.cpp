@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "test_mockprov_util.h"
 
@@ -594,6 +595,45 @@ TEST_CASE("msg: send/recv, iovecs, senddata, inject, zero-length and SAS order",
   }
 }
 
+TEST_CASE("checker: MOCKEFA_CTX_REUSE=1 takes a context again on efa, as EFA does",
+          "[mockprov][checker]") {
+  // fabtests' bandwidth loops post a receive with the context of one still in flight; EFA's efa
+  // fabric (mode 0) takes it, and both complete with that context.
+  Env env;
+  env.set("MOCKEFA_CTX_REUSE", "1");
+  Fresh fresh;
+  InfoPtr hints = make_hints();
+  InfoPtr info = getinfo(hints.get());
+  Pair p(info.get());
+  uint64_t a1 = 1, a2 = 2, b1 = 0, b2 = 0;
+  Mr ma1(p.a.domain, &a1, 8), ma2(p.a.domain, &a2, 8), mb1(p.b.domain, &b1, 8),
+      mb2(p.b.domain, &b2, 8);
+  int ctx = 0;
+  REQUIRE(fi_trecv(p.b.ep, &b1, 8, mb1.desc(), FI_ADDR_UNSPEC, 1, 0, &ctx) == 0);
+  REQUIRE(fi_trecv(p.b.ep, &b2, 8, mb2.desc(), FI_ADDR_UNSPEC, 1, 0, &ctx) == 0);
+  CHECK(violations(MOCKEFA_V_CTX_REUSE) == 0);
+  REQUIRE(fi_tsend(p.a.ep, &a1, 8, ma1.desc(), p.a2b, 1, nullptr) == 0);
+  REQUIRE(fi_tsend(p.a.ep, &a2, 8, ma2.desc(), p.a2b, 1, nullptr) == 0);
+  Completion r1, r2, s;
+  REQUIRE(wait_cq(p.b.rx, &r1, {&p.a}));
+  REQUIRE(wait_cq(p.b.rx, &r2, {&p.a}));
+  CHECK(r1.e.op_context == &ctx);
+  CHECK(r2.e.op_context == &ctx);
+  CHECK(b1 == 1);
+  CHECK(b2 == 2);
+  REQUIRE(wait_cq(p.a.tx, &s, {&p.b}));
+  REQUIRE(wait_cq(p.a.tx, &s, {&p.b}));
+  // Both were read: the context is free, and taken once more; in flight, once more again.
+  REQUIRE(fi_trecv(p.b.ep, &b1, 8, mb1.desc(), FI_ADDR_UNSPEC, 3, 0, &ctx) == 0);
+  REQUIRE(fi_trecv(p.b.ep, &b2, 8, mb2.desc(), FI_ADDR_UNSPEC, 3, 0, &ctx) == 0);
+  CHECK(violations(MOCKEFA_V_CTX_REUSE) == 0);
+  REQUIRE(fi_cancel(&p.b.ep->fid, &ctx) == 0);
+  REQUIRE(fi_cancel(&p.b.ep->fid, &ctx) == 0);
+  Completion c;
+  REQUIRE(wait_cq(p.b.rx, &c));
+  REQUIRE(wait_cq(p.b.rx, &c));
+}
+
 TEST_CASE("checker: context reuse while in flight is refused", "[mockprov][checker]") {
   Fresh fresh;
   InfoPtr hints = make_hints();
@@ -868,4 +908,35 @@ TEST_CASE("net: an operation the target has no room to put together fails at its
   Completion c;
   REQUIRE(wait_cq(p.b.rx, &c));
   CHECK(c.err.err == FI_ECANCELED);
+}
+
+TEST_CASE("net: an operation whose target stops after taking its messages fails at its initiator",
+          "[mockprov][net]") {
+  // The target acknowledges the message's datagrams, holds it (no receive posted, so no result
+  // yet), then stops for good: a process killed, or one that closed its endpoint. Nothing of the
+  // initiator's is unacknowledged, so retransmission cannot find the loss; before 2026-11-29 the
+  // send waited for its result forever (fabtests' fi_rdm_tagged_bw hung in its finalize under
+  // MOCKEFA_NET_LOSS=10, about 1 run in 10). A probe to a peer that owes results finds it gone.
+  Env env;
+  env.set("MOCKEFA_NET", "udp").set("MOCKEFA_NET_GIVE_UP_MS", "300");
+  Fresh fresh;
+  InfoPtr hints = make_hints();
+  InfoPtr info = getinfo(hints.get());
+  Pair p(info.get());
+  std::vector<uint8_t> msg = pattern(100000, 4);  // above the eager size: no result until matched
+  Mr sm(p.a.domain, msg.data(), msg.size());
+  REQUIRE(fi_tsend(p.a.ep, msg.data(), msg.size(), sm.desc(), p.a2b, 1, nullptr) == 0);
+  // Both sides pass a while: the message crosses and is acknowledged, and the target holds it.
+  CHECK(stays_quiet(p.a.tx, 200, {&p.b}));
+  // Then the target never runs again. The initiator must hear within a few give-up times.
+  Completion s;
+  bool done = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done && std::chrono::steady_clock::now() < until) {
+    done = wait_cq(p.a.tx, &s, {}, 1000);
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(done);
+  CHECK(s.error);
+  CHECK(s.err.prov_errno == 15);  // EFA's "unreachable remote"
 }
