@@ -1,5 +1,7 @@
 // Issue 16: close is final, and peer failure has a bound. Two processes on tcp;ofi_rxm and shm,
-// both protocols.
+// both protocols, and on the mock EFA provider between processes (MOCKEFA_NET=udp, issue 35): EFA's
+// shape, where a dead or stopped peer is only silence (no connection to break, no reset) and the
+// plugin's liveness probe is what finds it.
 //
 // - Close: buffers are mmap()ed and munmap()ed right after deregMr/close, as NCCL frees them: a
 //   provider that writes (or reads) after close hits unmapped memory and the child dies, on any
@@ -363,6 +365,16 @@ int teardown_body(Side& s) {
   return 0;
 }
 
+// The real providers, and the mock between processes over its UDP wire.
+const std::vector<std::string>& pair_providers() {
+  static const std::vector<std::string> p = [] {
+    std::vector<std::string> v = real_providers();
+    v.push_back("mockefa");
+    return v;
+  }();
+  return p;
+}
+
 PairOptions peer_options(const std::string& provider, const char* protocol,
                          int timeout_s = kPeerTimeoutS) {
   PairOptions opt;
@@ -370,6 +382,10 @@ PairOptions peer_options(const std::string& provider, const char* protocol,
   opt.env = {{"NCCL_FABRIC_PROTOCOL", protocol},
              {"NCCL_FABRIC_PEER_TIMEOUT",
               getenv("NF_PEERS_TO") ? getenv("NF_PEERS_TO") : std::to_string(timeout_s)}};
+  if (provider == "mockefa") {
+    opt.env.push_back({"FI_PROVIDER", "mockefa"});
+    opt.env.push_back({"MOCKEFA_NET", "udp"});
+  }
   return opt;
 }
 
@@ -377,7 +393,7 @@ PairOptions peer_options(const std::string& provider, const char* protocol,
 
 TEST_CASE("close is final: nothing touches a buffer after close returns; reconnecting works",
           "[peers][close]") {
-  for (const std::string& prov : real_providers()) {
+  for (const std::string& prov : pair_providers()) {
     for (const char* proto : kProtocols) {
       if (!selected(prov, proto)) continue;
       INFO(prov << " " << proto);
@@ -392,7 +408,7 @@ TEST_CASE("many closes to a live peer that takes nothing wait one bound in all, 
           "[peers][close]") {
   // SENDRECV: its sends stay in the provider until a receive takes them (an RDMA send without a
   // clear-to-send posts nothing).
-  for (const std::string& prov : real_providers()) {
+  for (const std::string& prov : pair_providers()) {
     if (!selected(prov, "sendrecv")) continue;
     INFO(prov);
     std::string log;
@@ -403,7 +419,7 @@ TEST_CASE("many closes to a live peer that takes nothing wait one bound in all, 
 
 TEST_CASE("a dead peer fails every pending request within NCCL_FABRIC_PEER_TIMEOUT",
           "[peers][failure]") {
-  for (const std::string& prov : real_providers()) {
+  for (const std::string& prov : pair_providers()) {
     for (const char* proto : kProtocols) {
       if (!selected(prov, proto)) continue;
       for (Fault f : {Fault::kKillWhileReceiving, Fault::kKillWhileSending}) {
@@ -421,16 +437,18 @@ TEST_CASE("a dead peer fails every pending request within NCCL_FABRIC_PEER_TIMEO
 
 TEST_CASE("a stopped peer fails within the bound; a briefly stopped or idle one does not",
           "[peers][failure]") {
-  for (const char* proto : kProtocols) {
-    if (!selected("tcp;ofi_rxm", proto)) continue;
-    for (Fault f : {Fault::kStopLong, Fault::kStopShort, Fault::kIdle}) {
-      INFO(proto << ": " << fault_name(f));
-      PairOptions opt = peer_options("tcp;ofi_rxm", proto);
-      opt.rank1_may_die = true;
-      std::string log;
-      CHECK(run_pair(
-          opt, [f](Side& s) { return fault_body(s, f); }, &log));
-      if (!log.empty()) WARN(log);
+  for (const char* prov : {"tcp;ofi_rxm", "mockefa"}) {
+    for (const char* proto : kProtocols) {
+      if (!selected(prov, proto)) continue;
+      for (Fault f : {Fault::kStopLong, Fault::kStopShort, Fault::kIdle}) {
+        INFO(prov << " " << proto << ": " << fault_name(f));
+        PairOptions opt = peer_options(prov, proto);
+        opt.rank1_may_die = true;
+        std::string log;
+        CHECK(run_pair(
+            opt, [f](Side& s) { return fault_body(s, f); }, &log));
+        if (!log.empty()) WARN(log);
+      }
     }
   }
 }
