@@ -6,9 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 namespace mockefa {
 namespace net {
@@ -50,7 +52,9 @@ int Channel::open(uint32_t ip_host_order, uint16_t port_host_order, const Option
   if (fd_ < 0) return -errno;
   // Room for bursts: a pass may find many datagrams waiting.
   int sz = 4 << 20;
-  (void)setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+  // Past net.core.rmem_max where allowed (root), else up to it.
+  if (setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) != 0)
+    (void)setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
   (void)setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -77,6 +81,33 @@ void Channel::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   out_.clear();
+  q_.clear();
+}
+
+void Channel::pump(const Peer& to) {
+  PeerQ& q = q_[to];
+  while (!q.waiting.empty()) {
+    auto it = out_.find(q.waiting.front());
+    if (it == out_.end()) {
+      q.waiting.pop_front();
+      continue;
+    }
+    Out& o = it->second;
+    if (q.inflight != 0 && q.inflight + o.frame.size() > opt_.window_bytes) break;
+    q.waiting.pop_front();
+    o.sent = true;
+    o.first_us = o.last_us = now_us();
+    o.rto_us = opt_.rto_us;
+    q.inflight += o.frame.size();
+    transmit(to, o.frame.data(), o.frame.size());
+  }
+}
+
+void Channel::forget(uint64_t seq) {
+  auto it = out_.find(seq);
+  if (it == out_.end()) return;
+  if (it->second.sent) q_[it->second.to].inflight -= it->second.frame.size();
+  out_.erase(it);
 }
 
 void Channel::transmit(const Peer& to, const uint8_t* frame, size_t len) {
@@ -111,9 +142,11 @@ uint64_t Channel::send(const Peer& to, const void* data, size_t len) {
   h.len = static_cast<uint32_t>(len);
   std::memcpy(o.frame.data(), &h, sizeof(h));
   if (len) std::memcpy(o.frame.data() + sizeof(h), data, len);
-  o.first_us = o.last_us = now_us();
   ++stats_.sent;
-  transmit(to, o.frame.data(), o.frame.size());
+  PeerQ& q = q_[to];
+  if (!q.waiting.empty() || q.inflight != 0) ++stats_.waited;
+  q.waiting.push_back(seq);
+  pump(to);
   return seq;
 }
 
@@ -143,8 +176,9 @@ void Channel::progress(const std::function<void(const Peer&, const uint8_t*, siz
     if (h.type == kAck) {
       // Only an ack from the peer the message went to, for a message of this instance.
       auto it = out_.find(h.seq);
-      if (h.sender != id_ || it == out_.end() || !(it->second.to == p)) continue;
-      out_.erase(it);
+      if (h.sender != id_ || it == out_.end() || !(it->second.to == p) || !it->second.sent)
+        continue;
+      forget(h.seq);
       ++stats_.acked;
       on_done(h.seq, true);
       continue;
@@ -174,22 +208,35 @@ void Channel::progress(const std::function<void(const Peer&, const uint8_t*, siz
     on_msg(p, buf_.data() + sizeof(h), h.len);
   }
   const uint64_t now = now_us();
-  for (auto it = out_.begin(); it != out_.end();) {
-    Out& o = it->second;
+  std::set<Peer> gone;
+  for (auto& [seq, o] : out_) {
+    if (!o.sent) continue;
     if (now - o.first_us >= opt_.give_up_us) {
-      const uint64_t id = it->first;
-      it = out_.erase(it);
-      ++stats_.lost;
-      on_done(id, false);
+      gone.insert(o.to);
       continue;
     }
-    if (now - o.last_us >= opt_.rto_us) {
+    if (now - o.last_us >= o.rto_us) {
       o.last_us = now;
+      o.rto_us = std::min(o.rto_us * 2, std::max(opt_.rto_max_us, opt_.rto_us));
       ++stats_.retransmits;
       transmit(o.to, o.frame.data(), o.frame.size());
     }
-    ++it;
   }
+  // A peer that let a message go unanswered for the give-up time is unreachable: everything to it
+  // is given up at once (waiting ones too), as a device fails a queue pair's work to a lost peer.
+  if (!gone.empty()) {
+    std::vector<uint64_t> lost;
+    for (const auto& [seq, o] : out_)
+      if (gone.count(o.to)) lost.push_back(seq);
+    for (uint64_t seq : lost) {
+      forget(seq);
+      ++stats_.lost;
+      on_done(seq, false);
+    }
+    for (const Peer& p : gone) q_.erase(p);
+  }
+  for (auto& [to, q] : q_)
+    if (!q.waiting.empty()) pump(to);
 }
 
 }  // namespace net

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <random>
@@ -33,14 +34,20 @@ struct Options {
   double loss = 0;                // chance that a datagram this channel sends is dropped
   double dup = 0;                 // chance that it is sent twice
   uint64_t seed = 1;              // of the injection decisions
-  uint64_t rto_us = 20000;        // retransmission after this long without an ack
+  uint64_t rto_us = 20000;        // first retransmission after this long without an ack
+  uint64_t rto_max_us = 100000;   // the wait doubles with each retransmission, up to this
   uint64_t give_up_us = 5000000;  // a message unacknowledged this long is lost
+  // Bytes of unacknowledged datagrams to one peer; later messages wait their turn (SRD has
+  // congestion control: without a window, a bulk sender overran the receiver's socket buffer and
+  // retransmitted everything every rto, and under 5 % loss a message missed the give-up time).
+  size_t window_bytes = 1 << 20;
 };
 
 struct Stats {
   uint64_t sent = 0;       // messages queued
   uint64_t datagrams = 0;  // datagrams handed to the kernel (data, retransmits, acks)
   uint64_t retransmits = 0;
+  uint64_t waited = 0;      // messages that waited for the window
   uint64_t delivered = 0;   // messages handed to on_msg
   uint64_t duplicates = 0;  // data datagrams dropped as already delivered
   uint64_t acked = 0;
@@ -80,7 +87,12 @@ class Channel {
   struct Out {
     Peer to;
     std::vector<uint8_t> frame;  // header and payload, as sent
-    uint64_t first_us = 0, last_us = 0;
+    bool sent = false;           // false: waiting for the window
+    uint64_t first_us = 0, last_us = 0, rto_us = 0;
+  };
+  struct PeerQ {
+    size_t inflight = 0;           // bytes sent and not acknowledged
+    std::deque<uint64_t> waiting;  // seqs, in order
   };
   // What one sender (a channel instance: its address and random id) delivered to us.
   struct In {
@@ -88,6 +100,8 @@ class Channel {
     std::set<uint64_t> above;  // delivered seqs above the floor
   };
   void transmit(const Peer& to, const uint8_t* frame, size_t len);
+  void pump(const Peer& to);  // sends what the window to `to` lets go
+  void forget(uint64_t seq);  // an acknowledged or given-up message leaves out_ and its window
 
   int fd_ = -1;
   Peer self_;
@@ -95,6 +109,7 @@ class Channel {
   uint64_t id_ = 0;   // this instance's random id: a restarted peer's seqs start afresh
   uint64_t seq_ = 0;  // messages sent
   std::map<uint64_t, Out> out_;
+  std::map<Peer, PeerQ> q_;
   std::map<std::pair<Peer, uint64_t>, In> in_;
   std::mt19937_64 rng_;
   Stats stats_;

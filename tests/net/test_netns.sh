@@ -81,11 +81,21 @@ PEER_TIMEOUT=3
 # A transfer of 1 and 4 MiB messages each way (bibw), every byte checked. Runs with a fault that
 # starts before the run are short (-n 60); runs that are hit mid-transfer are long enough (-n 600,
 # about 4 s here without faults) for the fault to land in the middle.
-RUN_ARGS=(--provider 'tcp;ofi_rxm' -t bibw -b 1M -e 4M -f 4 -w 2 -c --no-raw --timeout 60)
+# PROV: the provider of the rows (tcp;ofi_rxm, then the mock EFA provider over its UDP wire).
+PROV='tcp;ofi_rxm'
+RUN_ARGS=(-t bibw -b 1M -e 4M -f 4 -w 2 -c --no-raw --timeout 60)
 ITERS=60
+MOCK_DIR=$BUILD/tests/mockprov/.libs
 
 ns_env() {  # ns iface
-  echo "FI_TCP_IFACE=$2 FI_PROVIDER_PATH= NCCL_FABRIC_PEER_TIMEOUT=$PEER_TIMEOUT"
+  if [ "$PROV" = mockefa ]; then
+    # The mock's endpoints bind their UDP channel to the namespace's own address.
+    local ip=$ADDR_A
+    [ "$1" = "$NB" ] && ip=$ADDR_B
+    echo "MOCKEFA_NET=udp MOCKEFA_NET_IP=$ip FI_PROVIDER_PATH=$MOCK_DIR NCCL_FABRIC_PEER_TIMEOUT=$PEER_TIMEOUT"
+  else
+    echo "FI_TCP_IFACE=$2 FI_PROVIDER_PATH= NCCL_FABRIC_PEER_TIMEOUT=$PEER_TIMEOUT"
+  fi
 }
 
 # A failed scenario's logs, under its own names (the next scenario overwrites a.log and b.log).
@@ -110,11 +120,11 @@ start_pair() {  # protocol [extra env]
   : > "$WORK/b.log"
   # shellcheck disable=SC2046,SC2086  # word splitting of the env lists is intended
   ip netns exec "$NA" env $(ns_env "$NA" "$VA") $extra "$PERF" --plugin "$PLUGIN" --listen "$PORT" \
-    --protocol "$proto" "${RUN_ARGS[@]}" -n "$ITERS" > "$WORK/a.log" 2>&1 &
+    --protocol "$proto" --provider "$PROV" "${RUN_ARGS[@]}" -n "$ITERS" > "$WORK/a.log" 2>&1 &
   RA=$!
   # shellcheck disable=SC2046,SC2086
   ip netns exec "$NB" env $(ns_env "$NB" "$VB") $extra "$PERF" --plugin "$PLUGIN" \
-    --peer "$ADDR_A:$PORT" --provider 'tcp;ofi_rxm' --timeout 60 "${B_ARGS[@]}" > "$WORK/b.log" 2>&1 &
+    --peer "$ADDR_A:$PORT" --provider "$PROV" --timeout 60 "${B_ARGS[@]}" > "$WORK/b.log" 2>&1 &
   RB=$!
   PIDS=("$RA" "$RB")
   T0=$(date +%s.%N)
@@ -269,9 +279,10 @@ both() { ip netns exec "$NA" "$@"; ip netns exec "$NB" "$@"; }
 clear_rules() { both iptables -F; both iptables -t mangle -F; }
 
 NFQ_PIDS=()
+WIRE=tcp  # the plugin's packets: tcp, or udp for the mock's wire
 start_nfq() {  # args for nfq_fault (after the queue number)
   [ -x "$NFQ" ] || return 1
-  both iptables -A INPUT -p tcp -j NFQUEUE --queue-num 7 --queue-bypass
+  both iptables -A INPUT -p "$WIRE" -j NFQUEUE --queue-num 7 --queue-bypass
   ip netns exec "$NA" "$NFQ" 7 "$@" > "$WORK/nfq_a.log" 2>&1 &
   NFQ_PIDS=($!)
   ip netns exec "$NB" "$NFQ" 7 "$@" > "$WORK/nfq_b.log" 2>&1 &
@@ -293,7 +304,10 @@ stop_nfq() {
 
 row "| fault | protocol | outcome | time | slowdown |"
 row "|---|---|---|---|---|"
-for proto in sendrecv rdma; do
+# NF_NETNS_ONLY=mockefa: the mock's rows only (debugging).
+TCP_PROTOS="sendrecv rdma"
+[ "${NF_NETNS_ONLY:-}" = mockefa ] && TCP_PROTOS=""
+for proto in $TCP_PROTOS; do
   BASE=""
   ITERS=60
   start_pair "$proto"; finish "none (baseline)" "$proto" ok 120
@@ -408,6 +422,66 @@ for proto in sendrecv rdma; do
   finish "all packets dropped at connect time" "$proto" fail 40
   clear_rules
 done
+
+# The mock EFA provider between the namespaces (issue 35): its endpoints talk over UDP on the
+# veth addresses, with EFA's shape (unordered reliable delivery repaired by the mock's own
+# retransmission, 4-byte CQ data, no connection to reset: a dead or stopped peer is silence that
+# only the plugin's liveness probe finds). A subset of the faults above, each where it says most.
+# The first rows of the table name the provider tcp;ofi_rxm; these name mockefa.
+if [ -e "$MOCK_DIR/libmockefa-fi.so" ]; then
+  PROV=mockefa WIRE=udp
+  ITERS=60
+  for proto in sendrecv rdma; do
+    BASE=""
+    start_pair "$proto"; finish "mockefa: none (baseline)" "$proto" ok 120
+    BASE=$(elapsed)
+  done
+  both iptables -A INPUT -p udp -m statistic --mode random --probability 0.05 -j DROP
+  start_pair rdma NCCL_FABRIC_PEER_TIMEOUT=10
+  finish "mockefa: 5 % of datagrams lost (iptables)" rdma ok 180
+  clear_rules
+  if ip netns exec "$NA" iptables -t mangle -A POSTROUTING -o "$VA" -p udp -m statistic --mode random \
+      --probability 0.05 -j TEE --gateway "$ADDR_B" 2> /dev/null; then
+    ip netns exec "$NB" iptables -t mangle -A POSTROUTING -o "$VB" -p udp -m statistic --mode random \
+      --probability 0.05 -j TEE --gateway "$ADDR_A"
+    start_pair sendrecv; finish "mockefa: 5 % of datagrams duplicated (iptables TEE)" sendrecv ok 180
+    clear_rules
+  fi
+  ITERS=20
+  BASE=""
+  if start_nfq delay 1 4; then
+    start_pair rdma; finish "mockefa: jitter 1-5 ms, reordering (NFQUEUE)" rdma ok 180; stop_nfq
+  fi
+  ITERS=600
+  start_pair rdma; started
+  ip -n "$NA" link set "$VA" down; mark_fault
+  finish "mockefa: link down for good" rdma fail $((PEER_TIMEOUT + 20))
+  ip -n "$NA" link set "$VA" up
+  link_ready
+  start_pair sendrecv; started; kill -9 "$(tool_pid "$RB")"; mark_fault
+  VICTIM_RC=137 finish "mockefa: kill -9 of rank 1" sendrecv fail $((PEER_TIMEOUT + 20))
+  B_ARGS=(--stop-self-after 300)
+  start_pair rdma; B_ARGS=(); P1=$(tool_pid "$RB")
+  if stopped_within "$P1" 30; then
+    mark_fault; sleep $((PEER_TIMEOUT + 3))
+  else
+    echo "(rank 1 did not stop itself within 30 s)"
+  fi
+  kill -CONT "$P1"
+  finish "mockefa: SIGSTOP of rank 1 for $((PEER_TIMEOUT + 3)) s" rdma fail $((PEER_TIMEOUT + 20))
+  start_pair sendrecv; started; P1=$(tool_pid "$RB"); kill -STOP "$P1"; sleep 1; kill -CONT "$P1"
+  finish "mockefa: SIGSTOP of rank 1 for 1 s" sendrecv ok 180
+  ITERS=60
+  # The mock's datagrams dropped from the start (the tool's own TCP socket passes): the plugin's
+  # connect fails at NCCL_FABRIC_CONNECT_TIMEOUT or when the wire gives up, never hangs.
+  both iptables -A INPUT -p udp -j DROP
+  start_pair rdma "NCCL_FABRIC_CONNECT_TIMEOUT=5"
+  mark_fault
+  finish "mockefa: all datagrams dropped at connect time" rdma fail 40
+  clear_rules
+else
+  echo "(no mock provider in $MOCK_DIR: the mockefa rows are not run)"
+fi
 
 if [ "$FAILS" -gt 0 ]; then
   echo "test_netns: $FAILS scenario(s) ended unexpectedly"
