@@ -44,7 +44,7 @@ PAIRS=(
   "functional/fi_resmgmt_test||"
   "functional/fi_flood||"
   "benchmarks/fi_rdm_tagged_bw|-v|MOCKEFA_CTX_REUSE=1 MOCKEFA_NET_LOSS=10 MOCKEFA_NET_DUP=5"
-  "benchmarks/fi_rma_bw|-e rdm -o writedata -v -f efa|MOCKEFA_NET_LOSS=10 MOCKEFA_NET_DUP=5"
+  "benchmarks/fi_rma_bw|-e rdm -o writedata -v -f efa -S 65536|MOCKEFA_NET_LOSS=10 MOCKEFA_NET_DUP=5"
 )
 OOB_PORT=9228  # the out-of-band port (-E=PORT; fabtests' default, 3000, is a common one)
 rm -rf "$FT"
