@@ -469,6 +469,7 @@ if [ -e "$MOCK_DIR/libmockefa-fi.so" ]; then
   fi
   kill -CONT "$P1"
   finish "mockefa: SIGSTOP of rank 1 for $((PEER_TIMEOUT + 3)) s" rdma fail $((PEER_TIMEOUT + 20))
+  ITERS=200  # long enough for a 1 s stop in the middle (600 took 27 s in CI)
   start_pair sendrecv; started; P1=$(tool_pid "$RB"); kill -STOP "$P1"; sleep 1; kill -CONT "$P1"
   finish "mockefa: SIGSTOP of rank 1 for 1 s" sendrecv ok 180
   ITERS=60

@@ -30,7 +30,18 @@ PairOptions pair_options(const std::string& provider, const char* protocol) {
   opt.provider = provider;
   opt.comms = 0;  // the driver connects its own comms
   opt.env = {{"NCCL_FABRIC_PROTOCOL", protocol}, {"FI_TCP_IFACE", "lo"}};
+  if (provider == "mockefa") {
+    // The mock EFA provider between the two processes, over its UDP wire (issue 35).
+    opt.env.push_back({"FI_PROVIDER", "mockefa"});
+    opt.env.push_back({"MOCKEFA_NET", "udp"});
+  }
   return opt;
+}
+
+// The two-process providers of the explorer: the real ones and the mock over UDP.
+const std::vector<std::string>& explore_providers() {
+  static const std::vector<std::string> p = {"tcp;ofi_rxm", "shm", "mockefa"};
+  return p;
 }
 
 bool run_two(const std::string& provider, const char* protocol, const DriverConfig& cfg,
@@ -209,7 +220,7 @@ Schedule explore(uint64_t seed) {
   Schedule s;
   DriverConfig& c = s.cfg;
   c.seed = seed;
-  const auto& provs = real_providers();
+  const auto& provs = explore_providers();
   s.provider = provs[static_cast<size_t>(pick(provs.size()))];
   s.protocol = kProtocols[pick(2)];
   s.profiler = pick(2) == 0;
@@ -346,6 +357,22 @@ TEST_CASE("stress: variations (comms, windows, groups, tags, hint, registrations
         CHECK(run_two(prov, proto, c));
       }
     }
+  }
+}
+
+TEST_CASE("stress: issue 15's and 34's traffic between two processes on the mock over UDP",
+          "[stress][mock][net]") {
+  // EFA's shape between processes: unordered reliable delivery, 4-byte CQ data, the mock's key
+  // and size checks at the target (MOCKEFA_NET=udp).
+  for (const char* proto : kProtocols) {
+    DriverConfig c;
+    c.seed = stress_seed(1);
+    CHECK(run_two("mockefa", proto, c));
+    DriverConfig d;
+    d.seed = stress_seed(2);
+    d.window = 4;
+    d.phandle_array = true;
+    CHECK(run_two("mockefa", proto, d, {}, no_profiler));
   }
 }
 
