@@ -261,6 +261,9 @@ struct SharedEp {
 
   // Under mu.
   Status insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out);
+  // The AV entry of a peer already inserted (a connection's, or a refused connect's); false for an
+  // address this endpoint never met. Nothing is inserted.
+  bool known_peer(const uint8_t* addr, size_t len, fi_addr_t* out) const;
   Status insert_rail_peer(int rail, const uint8_t* addr, size_t len, fi_addr_t* out);
   Status alloc_id(uint32_t* out);
 };

@@ -1,29 +1,23 @@
 // Connection setup for SENDRECV: listen publishes a handle, connect sends a ConnectMsg that
 // proves it holds the handle, accept answers with an AckMsg. Every step is a poll: nothing here
 // blocks, and every wait ends at NCCL_FABRIC_CONNECT_TIMEOUT.
-#include <sys/random.h>
 #include <cstring>
 
 #include "core/connect.h"
 #include "core/ctrl.h"
 #include "core/plugin.h"
+#include "core/stats.h"
 #include "fabric/errors.h"
 
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/random.h"
 
 namespace nf {
 namespace {
 
 enum ListenStage { kPostRecv = 0, kWaitConnect, kPostAck, kWaitAck, kWaitNack };
 enum ConnectStage { kPostAckRecv = 0, kPostConnect, kWaitReply };
-
-uint64_t random_u64() {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v)))
-    v = now_ns() * 0x9e3779b97f4a7c15ull;
-  return v;
-}
 
 bool timed_out(const Comm& c, const Params& p) {
   const uint64_t limit = static_cast<uint64_t>(p.get_int(ParamId::kConnectTimeout)) * 1000000000ull;
@@ -88,6 +82,7 @@ void send_nack(Comm& l, AckStatus why) {
                         l.ctrl->connect.addr_len);
   if (sep.peers.find(key) == sep.peers.end()) {
     if (sep.refused_peers >= kMaxRefusedPeers) {
+      stats_unsolicited(Unsolicited::kConnectPastAvCap);
       if (sep.refused_peers++ == kMaxRefusedPeers)
         NF_WARN(
             "%s: %zu refused connects came from addresses this endpoint did not know; further "

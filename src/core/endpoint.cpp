@@ -141,6 +141,13 @@ Status SharedEp::insert_peer(const uint8_t* addr, size_t len, fi_addr_t* out) {
   return Status::kOk;
 }
 
+bool SharedEp::known_peer(const uint8_t* addr, size_t len, fi_addr_t* out) const {
+  auto it = peers.find(std::string(reinterpret_cast<const char*>(addr), len));
+  if (it == peers.end()) return false;
+  *out = it->second;
+  return true;
+}
+
 Status SharedEp::insert_rail_peer(int rail, const uint8_t* addr, size_t len, fi_addr_t* out) {
   if (rail == 0) return insert_peer(addr, len, out);
   auto& map = rail_peers[rail - 1];

@@ -11,6 +11,7 @@
 #include "fabric/errors.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/random.h"
 
 namespace nf {
 namespace {
@@ -48,9 +49,46 @@ ProbePeer* find_peer(Liveness& lv, fi_addr_t addr, size_t* index) {
   return nullptr;
 }
 
+// One WARN at the first, then at most one a minute with the count since (a flood from a stranger
+// must not flood the log too).
+bool warn_due(uint64_t count, uint64_t* warned_at, uint64_t* warned_ns, uint64_t now) {
+  if (count == 1 || (count > *warned_at && now - *warned_ns >= 60000000000ull)) {
+    *warned_at = count;
+    *warned_ns = now;
+    return true;
+  }
+  return false;
+}
+
+std::string addr_hex(const uint8_t* a, size_t n) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n && i < 32; ++i) {
+    s += kHex[a[i] >> 4];
+    s += kHex[a[i] & 15];
+  }
+  if (n > 32) s += "...";
+  return s;
+}
+
 void answer_ping(SharedEp& sep, Liveness& lv, const ProbeMsg& ping) {
   fi_addr_t to = FI_ADDR_UNSPEC;
-  if (!ok(sep.insert_peer(ping.addr, ping.addr_len, &to))) return;
+  // Only peers this endpoint met (a connection, or a refused connect it answered) are answered:
+  // the address a ping claims is the sender's word only, so a ping from anyone else would make an
+  // AV entry (on EFA a device address handle, for the endpoint's life) and send a pong where the
+  // stranger chose (issue 36).
+  if (!sep.known_peer(ping.addr, ping.addr_len, &to)) {
+    ++lv.pings_unknown;
+    stats_unsolicited(Unsolicited::kPingUnknown);
+    if (warn_due(lv.pings_unknown, &lv.pings_unknown_warned, &lv.unknown_warn_ns, now_ns()))
+      NF_WARN(
+          "ignored %llu liveness ping(s) that claim an address no connection of this endpoint "
+          "has (the latest: %s): not answered, nothing added to the address vector "
+          "(docs/troubleshooting.md#unknown-ping)",
+          static_cast<unsigned long long>(lv.pings_unknown),
+          addr_hex(ping.addr, ping.addr_len).c_str());
+    return;
+  }
   const int k = take_tx(lv, -2);
   if (k < 0) return;  // every slot busy: the prober pings again
   ProbeMsg& m = lv.tx[k].m;
@@ -108,8 +146,20 @@ void live_on_probe(SharedEp& sep, const void* buf, size_t len) {
               head[0], head[1], why.c_str());
   } else if (m.kind == kProbePing) {
     answer_ping(sep, lv, m);
-  } else if (m.token < lv.peers.size()) {
-    live_answered(lv.peers[m.token], m.seq, now_ns());
+  } else {
+    uint64_t seq = 0;
+    if (m.token < lv.peers.size() && live_pong_seq(lv.peers[m.token], m.seq, &seq)) {
+      live_answered(lv.peers[m.token], seq, now_ns());
+      return;
+    }
+    // Not an answer to a ping of ours: a stale or forged pong must not keep a dead peer alive.
+    ++lv.pongs_refused;
+    stats_unsolicited(Unsolicited::kPongRefused);
+    if (warn_due(lv.pongs_refused, &lv.pongs_refused_warned, &lv.refused_warn_ns, now_ns()))
+      NF_WARN(
+          "ignored %llu liveness pong(s) that answer no ping of this endpoint (token %u, wrong "
+          "nonce or no such peer) (docs/troubleshooting.md#unknown-ping)",
+          static_cast<unsigned long long>(lv.pongs_refused), m.token);
   }
 }
 
@@ -236,6 +286,7 @@ void live_check(SharedEp& sep) {
       lv.peers.push_back(ProbePeer());
       p = &lv.peers.back();
       p->addr = c->peer;
+      p->key = random_u64();
     }
     p->pending = p->pending || pending;
     p->events += c->events;
@@ -260,7 +311,7 @@ void live_check(SharedEp& sep) {
     m.kind = kProbePing;
     m.addr_len = static_cast<uint8_t>(lv.self_len);
     m.token = static_cast<uint32_t>(i);
-    m.seq = p.seq + 1;
+    m.seq = live_wire_seq(p, p.seq + 1);
     memcpy(m.addr, lv.self, lv.self_len);
     int err = 0;
     if (send_tx(sep, lv, k, kProbeFixed + lv.self_len, p.addr, &err)) {
@@ -320,6 +371,38 @@ void live_answered(ProbePeer& p, uint64_t seq, uint64_t now) {
   if (seq > p.answered) p.answered = seq;
   // Alive: the clock stops if it answered the newest ping, else runs on from now for that one.
   p.first_unanswered_ns = p.answered == p.seq ? 0 : now;
+}
+
+namespace {
+
+uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint32_t nonce_of(const ProbePeer& p, uint64_t seq) {
+  return static_cast<uint32_t>(mix64(p.key ^ mix64(seq)) >> 32);
+}
+
+}  // namespace
+
+uint64_t live_wire_seq(const ProbePeer& p, uint64_t seq) {
+  return (static_cast<uint64_t>(nonce_of(p, seq)) << 32) | (seq & 0xffffffffull);
+}
+
+bool live_pong_seq(const ProbePeer& p, uint64_t wire, uint64_t* seq) {
+  if (p.seq == 0) return false;
+  // The newest ping whose low 32 bits match: within 2^32 pings of the newest.
+  uint64_t s = (p.seq & ~0xffffffffull) | (wire & 0xffffffffull);
+  if (s > p.seq) {
+    if (s < (uint64_t{1} << 32)) return false;
+    s -= uint64_t{1} << 32;
+  }
+  if (s == 0 || static_cast<uint32_t>(wire >> 32) != nonce_of(p, s)) return false;
+  *seq = s;
+  return true;
 }
 
 // ---- The keeper thread ------------------------------------------------------------------------

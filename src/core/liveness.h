@@ -28,6 +28,7 @@ constexpr uint64_t kKeeperBusyNs = 1000000ull;    // ... while it finds completi
 
 struct ProbePeer {
   fi_addr_t addr = FI_ADDR_UNSPEC;
+  uint64_t key = 0;                  // random: each ping's nonce derives from it (live_wire_seq)
   uint64_t seq = 0;                  // pings sent
   uint64_t answered = 0;             // the newest ping it answered
   uint64_t first_unanswered_ns = 0;  // the clock: live_step (liveness.cpp); 0: stopped
@@ -51,6 +52,14 @@ void live_ping_sent(ProbePeer& p, uint64_t now);
 void live_ping_done(ProbePeer& p);
 // A pong answering ping `seq` arrived at `now`.
 void live_answered(ProbePeer& p, uint64_t seq, uint64_t now);
+// What a ping's seq field carries on the wire: its number's low 32 bits, and above them a 32-bit
+// nonce that only the prober can compute (from its random per-peer key). The pong echoes the
+// field (peers of every wire version do), so a pong that was not sent in answer to one of our
+// pings, or that answers a ping older than 2^32 pings, is refused (issue 36).
+uint64_t live_wire_seq(const ProbePeer& p, uint64_t seq);
+// The ping number a pong's echoed field names, if it carries the right nonce for one of the pings
+// sent (1..p.seq). False: a forged or corrupted pong.
+bool live_pong_seq(const ProbePeer& p, uint64_t wire, uint64_t* seq);
 
 struct Liveness {
   uint64_t timeout_ns = 0;   // 0: never probe (pings of others are still answered)
@@ -70,6 +79,12 @@ struct Liveness {
   size_t self_len = 0;
   uint64_t last_check_ns = 0;
   uint64_t bad_probes = 0;
+  // Issue 36: pings that claimed an address this endpoint never met (not answered: no AV entry is
+  // made for them, and no pong goes to an address a stranger chose), and pongs refused (no peer
+  // of that token, or the wrong nonce). One WARN each at first, then at most one a minute.
+  uint64_t pings_unknown = 0, pongs_refused = 0;
+  uint64_t pings_unknown_warned = 0, pongs_refused_warned = 0;  // counts at the last WARN
+  uint64_t unknown_warn_ns = 0, refused_warn_ns = 0;
 };
 
 // Sets up probing of a freshly opened shared endpoint. Under sep.mu (or before it is shared).

@@ -137,6 +137,8 @@ Oldest describe_oldest(const Comm& c) {
 
 double secs(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
 
+std::atomic<uint64_t> g_unsolicited[static_cast<int>(Unsolicited::kCount)];
+
 // One comm's JSON object. Under sep->mu.
 std::string comm_json(const Comm& c, uint64_t now) {
   const CommStats& s = c.st;
@@ -191,10 +193,16 @@ std::string build_json(const std::vector<SharedEp*>& seps, bool final) {
   gethostname(host, sizeof(host) - 1);
   char num[64];
   snprintf(num, sizeof(num), "%.3f", secs(now - g.start_ns));
-  std::string o = std::string("{\n  \"format\": \"nccl-fabric-stats\",\n  \"version\": 1,\n") +
-                  "  \"host\": \"" + esc(host) + "\",\n  \"pid\": " + std::to_string(getpid()) +
-                  ",\n  \"written_unix_ms\": " + u64(wall_ms()) + ",\n  \"uptime_s\": " + num +
-                  ",\n  \"final\": " + (final ? "true" : "false") + ",\n  \"devices\": [";
+  std::string o =
+      std::string("{\n  \"format\": \"nccl-fabric-stats\",\n  \"version\": 1,\n") +
+      "  \"host\": \"" + esc(host) + "\",\n  \"pid\": " + std::to_string(getpid()) +
+      ",\n  \"written_unix_ms\": " + u64(wall_ms()) + ",\n  \"uptime_s\": " + num +
+      ",\n  \"final\": " + (final ? "true" : "false") +
+      ",\n  \"unsolicited\": {\"pings_from_unknown\": " +
+      u64(stats_unsolicited_count(Unsolicited::kPingUnknown)) +
+      ", \"pongs_refused\": " + u64(stats_unsolicited_count(Unsolicited::kPongRefused)) +
+      ", \"connects_past_av_cap\": " +
+      u64(stats_unsolicited_count(Unsolicited::kConnectPastAvCap)) + "},\n  \"devices\": [";
   bool first = true;
   for (const auto& kv : devs) {
     const DevTotals& t = kv.second;
@@ -411,6 +419,14 @@ void stats_finish() {
         static_cast<unsigned long long>(t.cts_waits), static_cast<unsigned long long>(t.eager),
         static_cast<unsigned long long>(t.errors), static_cast<unsigned long long>(t.closed));
   }
+}
+
+void stats_unsolicited(Unsolicited what) {
+  g_unsolicited[static_cast<int>(what)].fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t stats_unsolicited_count(Unsolicited what) {
+  return g_unsolicited[static_cast<int>(what)].load(std::memory_order_relaxed);
 }
 
 }  // namespace nf

@@ -41,6 +41,13 @@ struct CommStats {
   Counter writes[kStatRails];  // RDMA writes posted, per rail
 };
 
+// Messages from senders an endpoint does not know, or that fail a check after the handshake
+// (issue 36): counted process-wide, in the statistics file's "unsolicited" object. Lock-free:
+// called under an endpoint's mu.
+enum class Unsolicited { kPingUnknown, kPongRefused, kConnectPastAvCap, kCount };
+void stats_unsolicited(Unsolicited what);
+uint64_t stats_unsolicited_count(Unsolicited what);
+
 // Reads the process-wide settings (first context only: the file and the stall threshold are the
 // process's).
 void stats_configure(const Params& p);

@@ -6,16 +6,21 @@
 // well-behaved connection on the same endpoint, and neither crashes nor waits without a bound.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "core/ctrl.h"
 #include "harness.h"
 #include "hostile_peer.h"
+#include "mockprov/mockefa.h"
 #include "wire/wire.h"
 
 using namespace nft;
@@ -737,6 +742,138 @@ int attacks_on_handshake(nfc::NetPlugin& p) {
   return 0;
 }
 
+// Issue 36, liveness from known peers only. A third party that learned the plugin's address (the
+// handle's, as a same-host process could) sends (1) pongs with guessed tokens and sequence numbers
+// while a real peer is silent: they must not keep that dead peer alive; (2) 10,000 pings that
+// claim addresses the plugin never met: none is answered (no AV entry, no pong where a stranger
+// chose); a well-behaved pair keeps working throughout. Before the fix the receive from the silent
+// peer never failed (each forged pong restarted its clock) and every forged ping got a pong.
+int attacks_on_liveness(nfc::NetPlugin& p, bool mock) {
+  Hostile h, x;
+  std::string err;
+  CHILD_CHECK(h.open(getenv("NCCL_FABRIC_PROVIDER"), &err), "hostile endpoint: %s", err.c_str());
+  CHILD_CHECK(x.open(getenv("NCCL_FABRIC_PROVIDER"), &err), "third party: %s", err.c_str());
+  void *sc = nullptr, *rc = nullptr;
+  if (mock_pair(p, nullptr, &sc, &rc) != 0) return 1;
+  if (legit_transfer(p, sc, rc, 30) != 0) return 1;
+  // A receive kept pending on the well-behaved pair: testing it progresses the plugin's endpoint
+  // while the third party waits for its sends.
+  Recv keep(64);
+  if (keep.post(p, rc, 77) != 0) return 1;
+  x.poke = [&]() {
+    int done = 0, sizes[8] = {0};
+    p.test(keep.req, &done, sizes);
+  };
+  // (1) The silent peer, and forged pongs from the third party every 20 ms.
+  h.answer_probes = false;
+  void* l2 = nullptr;
+  uint8_t h2[nf::kHandleSize];
+  CHILD_CHECK(p.listen(0, h2, &l2) == ncclSuccess, "listen");
+  WireHandle wh;
+  std::string why;
+  CHILD_CHECK(nf::decode_handle(h2, &wh, &why), "handle: %s", why.c_str());
+  const fi_addr_t victim = x.insert(wh.addr, wh.addr_len);
+  CHILD_CHECK(victim != FI_ADDR_NOTAVAIL, "the third party's fi_av_insert of the plugin");
+  void* rc3 = nullptr;
+  HostileConn c;
+  if (hostile_connect(p, h, l2, h2, 5000, &rc3, &c) != 0) return 1;
+  p.close_listen(l2);
+  Recv r(1000);
+  if (r.post(p, rc3, 1) != 0) return 1;
+  const auto t0 = Clock::now();
+  auto last_pongs = Clock::now() - std::chrono::seconds(1);
+  int res = 0;
+  uint64_t forged = 0;
+  while (res == 0 && secs_since(t0) < 15) {
+    res = outcome(p, r.req, 5, nullptr, &h);
+    if (res != 0 || std::chrono::duration<double>(Clock::now() - last_pongs).count() < 0.02)
+      continue;
+    last_pongs = Clock::now();
+    for (uint32_t token = 0; token < 4; ++token) {
+      for (uint64_t seq : {uint64_t{1}, uint64_t{2}, forged + 1}) {
+        nf::ProbeMsg m;
+        memset(&m, 0, sizeof m);
+        m.magic = nf::kProbeMagic;
+        m.version = nf::kWireVersion;
+        m.kind = nf::kProbePong;
+        m.token = token;
+        m.seq = seq;
+        CHILD_CHECK(x.send_ctrl(victim, ctrl_hdr(nf::kCtrlProbe, 0, 0), &m, nf::kProbeFixed),
+                    "forged pong");
+      }
+    }
+    ++forged;
+  }
+  CHILD_CHECK(res == -1,
+              "forged pongs kept a silent peer alive: its receive did not fail in %.1f s (%d)",
+              secs_since(t0), res);
+  CHILD_CHECK(r.g.intact(), "canaries");
+  p.dereg_mr(rc3, r.mh);
+  p.close_recv(rc3);
+  // (2) 10,000 pings from addresses the plugin never met. On tcp they name 127.0.0.1 ports (a
+  // pong, were one sent, stays on this host); on the mock, random EFA addresses.
+  mockefa_api api{};
+  uint64_t tx_before = 0;
+  if (mock) {
+    CHILD_CHECK(mockefa_load_api(getenv("NF_MOCKPROV_LIB"), &api) == 0, "mock API");
+    mockefa_counters cn;
+    api.get_counters(&cn);
+    tx_before = cn.tx_posted;
+  }
+  std::mt19937_64 rng(36);
+  for (int i = 0; i < 10000; ++i) {
+    nf::ProbeMsg m;
+    memset(&m, 0, sizeof m);
+    m.magic = nf::kProbeMagic;
+    m.version = nf::kWireVersion;
+    m.kind = nf::kProbePing;
+    m.token = static_cast<uint32_t>(i);
+    m.seq = static_cast<uint64_t>(i) + 1;
+    m.addr_len = static_cast<uint8_t>(h.addr_len());
+    for (size_t b = 0; b < m.addr_len; ++b) m.addr[b] = static_cast<uint8_t>(rng());
+    if (!mock) {
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_port = htons(static_cast<uint16_t>(30000 + rng() % 30000));
+      sa.sin_addr.s_addr = htonl(0x7f000001);
+      memset(m.addr, 0, sizeof m.addr);
+      memcpy(m.addr, &sa, sizeof sa);
+      m.addr_len = static_cast<uint8_t>(sizeof sa);
+    }
+    CHILD_CHECK(
+        x.send_ctrl(victim, ctrl_hdr(nf::kCtrlProbe, 0, 0), &m, nf::kProbeFixed + m.addr_len),
+        "forged ping %d", i);
+    if (i % 500 == 0 && legit_transfer(p, sc, rc, 31) != 0) return 1;
+  }
+  x.pump(200);
+  {
+    Guarded sb(64);
+    void* smh = nullptr;
+    void* sr = nullptr;
+    CHILD_CHECK(p.reg_mr(sc, sb.buf(), 64, NCCL_PTR_HOST, &smh) == ncclSuccess, "regMr");
+    CHILD_CHECK(post_send(p, sc, sb.buf(), 64, 77, smh, &sr) == 0, "isend");
+    std::vector<void*> reqs = {sr, keep.req};
+    std::vector<int> sizes;
+    CHILD_CHECK(wait_all(p, reqs, &sizes) == 0, "the kept receive");
+    p.dereg_mr(sc, smh);
+    p.dereg_mr(rc, keep.mh);
+  }
+  if (mock) {
+    mockefa_counters cn;
+    api.get_counters(&cn);
+    // The mock counts every endpoint of the process: the third party's 10,000 pings, and the
+    // plugin's own posts for the legit transfers (a few dozen each, 20 transfers). A pong per
+    // ping would add 10,000 more.
+    const uint64_t plugin_posts = cn.tx_posted - tx_before - 10000;
+    CHILD_CHECK(plugin_posts < 2000,
+                "the plugin posted %llu sends during a flood of 10,000 pings from strangers",
+                static_cast<unsigned long long>(plugin_posts));
+  }
+  if (legit_transfer(p, sc, rc, 32) != 0) return 1;
+  CHILD_CHECK(p.close_send(sc) == ncclSuccess && p.close_recv(rc) == ncclSuccess, "close");
+  return 0;
+}
+
 std::vector<std::pair<std::string, PairOptions>> hostile_providers() {
   std::vector<std::pair<std::string, PairOptions>> v;
   PairOptions mock = mock_options();
@@ -784,6 +921,19 @@ TEST_CASE("handshakes that go wrong: floods of bad connects, silent peers, mute 
     SECTION(k.first) {
       std::string log;
       CHECK(run_single(k.second, attacks_on_handshake, &log));
+      INFO(log);
+    }
+  }
+}
+
+TEST_CASE("a third party: forged pongs keep no dead peer alive, pings from strangers get nothing",
+          "[plugin][hostile]") {
+  for (auto& k : hostile_providers()) {
+    SECTION(k.first) {
+      const bool mock = k.first == "mock EFA";
+      std::string log;
+      CHECK(run_single(
+          k.second, [mock](nfc::NetPlugin& p) { return attacks_on_liveness(p, mock); }, &log));
       INFO(log);
     }
   }

@@ -243,3 +243,36 @@ TEST_CASE("Liveness: the ping given back never and traffic after it (the CI case
   CHECK(dead);
   CHECK(now <= last_traffic + timeout + 200 * kMs);
 }
+
+TEST_CASE("Liveness: a pong must echo its ping's nonce (issue 36)", "[liveness][unit]") {
+  std::mt19937_64 rng(3636);
+  int accepted_forged = 0;
+  for (int round = 0; round < 200; ++round) {
+    nf::ProbePeer p;
+    p.key = rng();
+    // Pings sent so far: small, and past 2^32 (the low 32 bits wrap on the wire).
+    p.seq = round % 2 == 0 ? 1 + rng() % 1000 : (uint64_t{1} << 32) + rng() % 5000;
+    // Every ping sent comes back as itself; the newest and older ones.
+    for (uint64_t back : {p.seq, p.seq - (p.seq > 1 ? 1 : 0), uint64_t{1} + rng() % p.seq}) {
+      if (back == 0) continue;
+      uint64_t got = 0;
+      REQUIRE(nf::live_pong_seq(p, nf::live_wire_seq(p, back), &got));
+      CHECK(got == back);
+    }
+    // A ping not sent yet, the seq a stranger would guess (no nonce), and random fields: refused.
+    uint64_t got = 0;
+    CHECK_FALSE(nf::live_pong_seq(p, nf::live_wire_seq(p, p.seq + 1), &got));
+    CHECK_FALSE(nf::live_pong_seq(p, p.seq, &got));
+    CHECK_FALSE(nf::live_pong_seq(p, 1, &got));
+    for (int i = 0; i < 1000; ++i) accepted_forged += nf::live_pong_seq(p, rng(), &got) ? 1 : 0;
+    // Another peer's (another key's) pongs are not this one's.
+    nf::ProbePeer q = p;
+    q.key = p.key ^ 1;
+    CHECK_FALSE(nf::live_pong_seq(p, nf::live_wire_seq(q, p.seq), &got));
+  }
+  // 200,000 random fields: a forger's chance per try is 2^-32.
+  CHECK(accepted_forged == 0);
+  nf::ProbePeer none;
+  uint64_t got = 0;
+  CHECK_FALSE(nf::live_pong_seq(none, nf::live_wire_seq(none, 1), &got));  // no ping sent yet
+}
