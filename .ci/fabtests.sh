@@ -25,7 +25,6 @@ UNITS=(fi_getinfo_test fi_eq_test fi_cq_test fi_mr_test fi_setopt_test fi_dom_te
 # fabric allows it (mode 0), the mock refuses it by default to catch plugin bugs. -f efa where the
 # test would otherwise take efa-direct, which has FI_CONTEXT2 and forbids it.
 PAIRS=(
-  "benchmarks/fi_rdm_pingpong|-v -f efa|"
   "benchmarks/fi_rdm_pingpong|-v -f efa-direct|"
   "benchmarks/fi_rdm_tagged_pingpong|-v|"
   "benchmarks/fi_rdm_tagged_bw|-v|MOCKEFA_CTX_REUSE=1"
