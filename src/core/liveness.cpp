@@ -49,27 +49,9 @@ ProbePeer* find_peer(Liveness& lv, fi_addr_t addr, size_t* index) {
   return nullptr;
 }
 
-// One WARN at the first, then at most one a minute with the count since (a flood from a stranger
-// must not flood the log too).
-bool warn_due(uint64_t count, uint64_t* warned_at, uint64_t* warned_ns, uint64_t now) {
-  if (count == 1 || (count > *warned_at && now - *warned_ns >= 60000000000ull)) {
-    *warned_at = count;
-    *warned_ns = now;
-    return true;
-  }
-  return false;
-}
-
-std::string addr_hex(const uint8_t* a, size_t n) {
-  static const char* const kHex = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n && i < 32; ++i) {
-    s += kHex[a[i] >> 4];
-    s += kHex[a[i] & 15];
-  }
-  if (n > 32) s += "...";
-  return s;
-}
+// A flood from a stranger must not flood the log too: a WARN at the 1st, 2nd, 4th, 8th, ...
+// (as for malformed control messages, ctrl.cpp).
+bool warn_now(uint64_t count) { return (count & (count - 1)) == 0; }
 
 void answer_ping(SharedEp& sep, Liveness& lv, const ProbeMsg& ping) {
   fi_addr_t to = FI_ADDR_UNSPEC;
@@ -80,13 +62,13 @@ void answer_ping(SharedEp& sep, Liveness& lv, const ProbeMsg& ping) {
   if (!sep.known_peer(ping.addr, ping.addr_len, &to)) {
     ++lv.pings_unknown;
     stats_unsolicited(Unsolicited::kPingUnknown);
-    if (warn_due(lv.pings_unknown, &lv.pings_unknown_warned, &lv.unknown_warn_ns, now_ns()))
+    if (warn_now(lv.pings_unknown))
       NF_WARN(
           "ignored %llu liveness ping(s) that claim an address no connection of this endpoint "
           "has (the latest: %s): not answered, nothing added to the address vector "
           "(docs/troubleshooting.md#unknown-ping)",
           static_cast<unsigned long long>(lv.pings_unknown),
-          addr_hex(ping.addr, ping.addr_len).c_str());
+          sep.ep->address_text(ping.addr, ping.addr_len).c_str());
     return;
   }
   const int k = take_tx(lv, -2);
@@ -155,7 +137,7 @@ void live_on_probe(SharedEp& sep, const void* buf, size_t len) {
     // Not an answer to a ping of ours: a stale or forged pong must not keep a dead peer alive.
     ++lv.pongs_refused;
     stats_unsolicited(Unsolicited::kPongRefused);
-    if (warn_due(lv.pongs_refused, &lv.pongs_refused_warned, &lv.refused_warn_ns, now_ns()))
+    if (warn_now(lv.pongs_refused))
       NF_WARN(
           "ignored %llu liveness pong(s) that answer no ping of this endpoint (token %u, wrong "
           "nonce or no such peer) (docs/troubleshooting.md#unknown-ping)",

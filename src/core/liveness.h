@@ -81,10 +81,8 @@ struct Liveness {
   uint64_t bad_probes = 0;
   // Issue 36: pings that claimed an address this endpoint never met (not answered: no AV entry is
   // made for them, and no pong goes to an address a stranger chose), and pongs refused (no peer
-  // of that token, or the wrong nonce). One WARN each at first, then at most one a minute.
+  // of that token, or the wrong nonce). A WARN at counts 1, 2, 4, 8, ...
   uint64_t pings_unknown = 0, pongs_refused = 0;
-  uint64_t pings_unknown_warned = 0, pongs_refused_warned = 0;  // counts at the last WARN
-  uint64_t unknown_warn_ns = 0, refused_warn_ns = 0;
 };
 
 // Sets up probing of a freshly opened shared endpoint. Under sep.mu (or before it is shared).

@@ -395,6 +395,19 @@ PairOptions peer_options(const std::string& provider, const char* protocol,
   return opt;
 }
 
+// Each fault on its own pair of processes: rank 0's body judges (rank 1 may be killed).
+void check_faults(const std::string& prov, const char* proto, std::initializer_list<Fault> faults) {
+  for (Fault f : faults) {
+    INFO(prov << " " << proto << ": " << fault_name(f));
+    PairOptions opt = peer_options(prov, proto);
+    opt.rank1_may_die = true;
+    std::string log;
+    CHECK(run_pair(
+        opt, [f](Side& s) { return fault_body(s, f); }, &log));
+    if (!log.empty()) WARN(log);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("close is final: nothing touches a buffer after close returns; reconnecting works",
@@ -428,15 +441,7 @@ TEST_CASE("a dead peer fails every pending request within NCCL_FABRIC_PEER_TIMEO
   for (const std::string& prov : pair_providers()) {
     for (const char* proto : kProtocols) {
       if (!selected(prov, proto)) continue;
-      for (Fault f : {Fault::kKillWhileReceiving, Fault::kKillWhileSending}) {
-        INFO(prov << " " << proto << ": " << fault_name(f));
-        PairOptions opt = peer_options(prov, proto);
-        opt.rank1_may_die = true;
-        std::string log;
-        CHECK(run_pair(
-            opt, [f](Side& s) { return fault_body(s, f); }, &log));
-        if (!log.empty()) WARN(log);
-      }
+      check_faults(prov, proto, {Fault::kKillWhileReceiving, Fault::kKillWhileSending});
     }
   }
 }
@@ -447,15 +452,7 @@ TEST_CASE("a stopped peer fails within the bound; a briefly stopped or idle one 
     if (std::string(prov) == "mockefa" && !mock_selected()) continue;
     for (const char* proto : kProtocols) {
       if (!selected(prov, proto)) continue;
-      for (Fault f : {Fault::kStopLong, Fault::kStopShort, Fault::kIdle}) {
-        INFO(prov << " " << proto << ": " << fault_name(f));
-        PairOptions opt = peer_options(prov, proto);
-        opt.rank1_may_die = true;
-        std::string log;
-        CHECK(run_pair(
-            opt, [f](Side& s) { return fault_body(s, f); }, &log));
-        if (!log.empty()) WARN(log);
-      }
+      check_faults(prov, proto, {Fault::kStopLong, Fault::kStopShort, Fault::kIdle});
     }
   }
 }
