@@ -15,6 +15,7 @@
 #include "mem/mr_cache.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/random.h"
 
 namespace nf {
 namespace {
@@ -110,6 +111,12 @@ void (*comm_listed_hook)(const Comm& c) = nullptr;
 void comm_register(Comm& c) {
   if (comm_listed_hook != nullptr) comm_listed_hook(c);
   SharedEp& s = *c.sep;
+  // A cookie no other comm of the endpoint has (SENDRECV receives match on it).
+  for (bool taken = true; taken;) {
+    c.cookie_in = static_cast<uint32_t>(random_u64());
+    taken = c.cookie_in == 0;
+    for (const Comm* o : s.comms) taken = taken || o->cookie_in == c.cookie_in;
+  }
   s.comms.push_back(&c);
   if (s.by_id.size() <= c.id) s.by_id.resize(static_cast<size_t>(c.id) + 1, nullptr);
   s.by_id[c.id] = &c;

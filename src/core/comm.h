@@ -221,6 +221,7 @@ struct SharedEp {
   size_t msg_limit = 0;     // largest untagged message rail 0 takes (0: no limit known)
   size_t writes_expected = 0;   // rx_cq_data: writes announced receives may still bring
   uint64_t ctrl_bad = 0;        // control messages ignored as breaking the protocol
+  uint64_t forged = 0;          // ... of which named a comm but lacked its cookie
   size_t refused_peers = 0;     // AV entries made to answer refused connects (kMaxRefusedPeers)
   Status failed = Status::kOk;  // sticky: the completion queue itself failed
   uint64_t stray_errors = 0;    // error completions that belonged to no operation
@@ -300,8 +301,13 @@ struct Comm {
   CommRole role;
   std::shared_ptr<SharedEp> sep;
   Endpoint* ep;          // sep->ep
-  uint32_t id = 0;       // ours: receives to us carry it in tag bits 32..59
+  uint32_t id = 0;       // ours: control messages to us name it (CtrlHdr::dst)
   uint32_t peer_id = 0;  // the peer comm's: what our sends carry
+  // Wire version 7: the connection's messages to us carry cookie_in (random, not 0, unique among
+  // the endpoint's comms: comm_register), ours to the peer cookie_out (its ProtoInfo::cookie).
+  uint32_t cookie_in = 0;
+  uint32_t cookie_out = 0;
+  bool forged_said = false;  // a message without cookie_in was WARNed about (once per comm)
   std::unique_ptr<Pool<Request>> pool;
   fi_addr_t peer = FI_ADDR_UNSPEC;
   std::string peer_name;  // printable peer address, for messages

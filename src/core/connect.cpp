@@ -124,8 +124,9 @@ Status make_recv_comm(Comm& l, const Params& params, std::unique_ptr<Comm>* out)
   for (int k = 0; k < kMaxRails; ++k) rc->peer_rail[k] = l.peer_rail[k];
   rc->eager_max = l.eager_max;
   rc->compact_eager = l.compact_eager;
+  rc->cookie_out = l.ctrl->connect.proto.cookie;
   NF_CHECK(rc->protocol->setup(*rc));
-  comm_register(*rc);
+  comm_register(*rc);  // its cookie_in, which the reply carries
   return Status::kOk;
 }
 
@@ -244,7 +245,7 @@ Status comm_accept(Comm& l, const Params& params, std::unique_ptr<Comm>* out) {
       encode_ack(cm, AckStatus::kOk, &l.ctrl->ack);
       set_ack_recv_id(&l.ctrl->ack, l.accepting->id);
       encode_proto(chosen, static_cast<uint8_t>(nrails), l.eager_max, l.handle.addr_len, rails,
-                   &l.ctrl->ack.proto);
+                   l.accepting->cookie_in, &l.ctrl->ack.proto);
       if (l.compact_eager) {
         l.ctrl->ack.proto.flags |= kProtoFlagCompactEager;
         l.ctrl->ack.proto.checksum =
@@ -335,7 +336,6 @@ Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique
   encode_connect(h, c->id, c->nonce, addr, len, &c->ctrl->connect);
   uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
   NF_CHECK(rail_addresses(*c, len, rails));
-  encode_proto(offer, static_cast<uint8_t>(c->sep->nrails), 0, len, rails, &c->ctrl->connect.proto);
   c->started_ns = now_ns();
   c->stage = kPostAckRecv;
   {
@@ -343,6 +343,9 @@ Status comm_connect_start(const ConnectEnv& env, const void* handle, std::unique
     std::lock_guard<TicketLock> lock(c->sep->mu);
     NF_CHECK(c->sep->insert_peer(h.addr, h.addr_len, &c->peer));
     comm_register(*c);
+    // The offer carries the cookie registering gave us (nothing reads it before it is sent).
+    encode_proto(offer, static_cast<uint8_t>(c->sep->nrails), 0, len, rails, c->cookie_in,
+                 &c->ctrl->connect.proto);
   }
   *out = std::move(c);
   return Status::kOk;
@@ -389,6 +392,7 @@ Status comm_connect_poll(Comm& c, const Params& params, bool* done) {
       }
       c.protocol = &protocol_for(p.protocols);
       c.peer_id = c.ctrl->ack.recv_id;  // the listener's recv comm for this connection
+      c.cookie_out = p.cookie;          // what our messages to it carry
       NF_CHECK(insert_rails(c, p, p.nrails));
       c.eager_max = p.eager_max;
       c.compact_eager = (p.flags & kProtoFlagCompactEager) != 0 && c.sep->wide_imm;

@@ -7,6 +7,7 @@
 #include <rdma/fi_errno.h>
 
 #include "core/liveness.h"
+#include "core/stats.h"
 #include "fabric/errors.h"
 #include "util/log.h"
 
@@ -97,6 +98,29 @@ void drop(SharedEp& sep, const char* why, uint32_t id, uint8_t kind, bool violat
             id, why, static_cast<unsigned long long>(w), sep.ep->domain().name().c_str());
 }
 
+// A connection's message for comm c without c's cookie: from a stale process, a broken client or
+// a hostile one (docs/security.md), never from c's peer. Dropped, counted (the statistics file's
+// "unsolicited" object), and WARNed about once per comm, then at each power of two per endpoint.
+// Without FI_SOURCE the sender's address is unknown: the WARN names the comm and its peer.
+void forged(SharedEp& sep, Comm& c, uint8_t kind) {
+  ++sep.pools[0]->dropped;
+  ++sep.ctrl_bad;
+  const uint64_t n = ++sep.forged;
+  stats_unsolicited(Unsolicited::kWrongCookie);
+  if (!c.forged_said || (n & (n - 1)) == 0) {
+    c.forged_said = true;
+    NF_WARN(
+        "ignored a %s for comm %u (connected to %s) that does not carry the connection's cookie: "
+        "it is not from that peer but from a stale, broken or hostile process that can reach this "
+        "endpoint (%llu such messages on %s so far; docs/troubleshooting.md#wrong-cookie)",
+        kind == kCtrlCts     ? "clear-to-send"
+        : kind == kCtrlEager ? "eager message"
+                             : "notice",
+        c.id, c.peer_name.c_str(), static_cast<unsigned long long>(n),
+        sep.ep->domain().name().c_str());
+  }
+}
+
 // Copies a handshake message into the comm's handshake buffer and completes its receive.
 void fill_handshake(Comm& c, const CtrlRx* rx) {
   Request* r = c.ctrl_recv;
@@ -120,12 +144,17 @@ bool route(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
     drop(sep, "its comm is closing", c.id, kind, false);
     return false;
   }
-  // Every message but a ConnectMsg comes from the peer comm this one knows. A send comm learns
-  // it from the reply (AckMsg.recv_id): until then its listen comm sends the reply, and the recv
-  // comm named in it may send clear-to-sends that overtake it (kept, then checked at replay).
-  const bool learning = c.role == CommRole::kSend && !c.established && kind != kCtrlAck;
-  if (kind != kCtrlConnect && c.peer_id != 0 && !rx->compact && ctrl_src(h) != c.peer_id &&
-      !learning) {
+  // A connection's messages (clear-to-sends, eager messages, notices) carry the cookie this comm
+  // gave its peer in the handshake (wire version 7), which nobody else learned: one without it is
+  // not the peer's. Clear-to-sends may overtake the reply that completes a send comm's handshake:
+  // its cookie is its own from the start. The handshake's messages come from the peer comm this
+  // one knows (an ack from the listen comm that was connected to).
+  if (ctrl_conn_kind(kind)) {
+    if (ctrl_cookie(h) != c.cookie_in) {
+      forged(sep, c, kind);
+      return false;
+    }
+  } else if (kind != kCtrlConnect && c.peer_id != 0 && ctrl_src(h) != c.peer_id) {
     drop(sep, "it comes from another comm than this one's peer", c.id, kind);
     return false;
   }
@@ -194,7 +223,10 @@ void lost(SharedEp& sep, CtrlRx* rx, const CqError& err) {
     const uint32_t id = ctrl_dst(h);
     Comm* c = id < sep.by_id.size() ? sep.by_id[id] : nullptr;
     // Only from the comm's own peer: another sender cannot fail it with an oversized message.
-    if (c != nullptr && c->established && ctrl_src(h) == c->peer_id)
+    const bool from_peer =
+        c != nullptr &&
+        (ctrl_conn_kind(ctrl_kind(h)) ? ctrl_cookie(h) == c->cookie_in : ctrl_src(h) == c->peer_id);
+    if (c != nullptr && c->established && from_peer)
       comm_fail(*c, Status::kRemoteError, why.c_str());
     else
       drop(sep, ("a message that failed to land (" + err.text + ")").c_str(), id, ctrl_kind(h));
@@ -331,10 +363,12 @@ void ctrl_rx_done(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const C
   std::string why;
   rx->compact = rx->rail == 0 && is_compact_eager(e->flags, e->data);
   if (rx->compact) {
-    // Its header is the CQ data (the sending comm: the peer of the comm it names, route()).
-    h = ctrl_hdr(kCtrlEager, static_cast<uint32_t>(e->data >> 32), 0,
-                 static_cast<int32_t>((e->data >> 16) & 0xffffu),
-                 static_cast<uint32_t>(e->data & 0xffffu));
+    // Its header is the CQ data and the cookie before the payload (route() checks the cookie).
+    if (!decode_compact(e->data, rx->buf, rx->len, &h, &why)) {
+      drop(sep, why.c_str(), static_cast<uint32_t>(e->data >> 32) & kMaxCommId, kCtrlEager);
+      ctrl_release(sep, rx);
+      return;
+    }
   } else if (!decode_ctrl_hdr(rx->buf, rx->len, &h, &why)) {
     drop(sep, why.c_str(), ctrl_dst(*reinterpret_cast<const CtrlHdr*>(rx->buf)),
          ctrl_kind(*reinterpret_cast<const CtrlHdr*>(rx->buf)));

@@ -28,39 +28,22 @@ struct CtrlRx {
   size_t len = 0;  // bytes received, header included
   bool posted = false;
   bool held = false;  // kept by a comm (stash, or an eager message waiting for its receive)
-  // A compact eager message: no header in buf (hdr was made from the CQ data; its index holds
-  // only the low 16 bits, completed by the protocol) and the payload at buf.
+  // A compact eager message: no header in buf (hdr was made from the CQ data and the cookie that
+  // starts the message; its index holds only the low 16 bits, completed by the protocol), the
+  // payload after the cookie.
   bool compact = false;
   CtrlHdr hdr{};  // the message's header, as decoded (or made)
   // An eager message waiting for its receive (RDMA): NCCL's tag and the per-tag index.
   int32_t msg_tag = 0;
   uint32_t index = 0;
-  const uint8_t* payload() const { return compact ? buf : buf + kCtrlHdrSize; }
-  size_t plen() const { return compact ? len : len - kCtrlHdrSize; }
+  const uint8_t* payload() const { return compact ? buf + kCompactPrefix : buf + kCtrlHdrSize; }
+  size_t plen() const { return compact ? len - kCompactPrefix : len - kCtrlHdrSize; }
 };
 
-// Compact eager messages (docs/protocol.md): where the provider carries 8 bytes of remote CQ data
-// and the listener granted it (kProtoFlagCompactEager), an eager message whose tag fits 16 bits
-// goes as NCCL's payload alone (one piece; injected up to the provider's inject size), its header
-// in the CQ data: mark 0xE (bits 60..63) | receiving comm id (32..59) | tag (16..31) | the low 16
-// bits of the per-tag index. The receiver completes the index from the buffers it has posted for
-// the tag (a message is never 32768 messages away from them: kMaxAhead holds it far closer).
-constexpr uint64_t kCompactMark = 0xeull << 60;
-constexpr int32_t kCompactTagMax = 0xffff;
-inline uint64_t compact_eager_data(uint32_t dst, int32_t tag, uint32_t index) {
-  return kCompactMark | (static_cast<uint64_t>(dst & kMaxCommId) << 32) |
-         (static_cast<uint64_t>(static_cast<uint32_t>(tag) & 0xffffu) << 16) | (index & 0xffffu);
-}
+// Compact eager messages (wire/wire.h): a message with FI_REMOTE_CQ_DATA and the mark.
 inline bool is_compact_eager(uint64_t flags, uint64_t data) {
   return (flags & FI_REMOTE_CQ_DATA) != 0 && (data >> 60) == (kCompactMark >> 60);
 }
-// The full per-tag index of a compact message whose low 16 bits are `low`, near `ref` (the index
-// of the next buffer the receiver will post for the tag).
-inline uint32_t compact_index(uint32_t low, uint32_t ref) {
-  const int16_t d = static_cast<int16_t>(static_cast<uint16_t>(low - ref));
-  return ref + static_cast<uint32_t>(static_cast<int32_t>(d));
-}
-
 // The receive buffers of one rail of a shared endpoint. Rail 0 takes every control message;
 // the other rails have receives only where the provider needs one per write with immediate data
 // (FI_RX_CQ_DATA: efa-direct on a NIC without unsolicited write receive).

@@ -202,7 +202,9 @@ std::string build_json(const std::vector<SharedEp*>& seps, bool final) {
       u64(stats_unsolicited_count(Unsolicited::kPingUnknown)) +
       ", \"pongs_refused\": " + u64(stats_unsolicited_count(Unsolicited::kPongRefused)) +
       ", \"connects_past_av_cap\": " +
-      u64(stats_unsolicited_count(Unsolicited::kConnectPastAvCap)) + "},\n  \"devices\": [";
+      u64(stats_unsolicited_count(Unsolicited::kConnectPastAvCap)) +
+      ", \"wrong_cookie\": " + u64(stats_unsolicited_count(Unsolicited::kWrongCookie)) +
+      "},\n  \"devices\": [";
   bool first = true;
   for (const auto& kv : devs) {
     const DevTotals& t = kv.second;

@@ -44,7 +44,7 @@ struct CommStats {
 // Messages from senders an endpoint does not know, or that fail a check after the handshake
 // (issue 36): counted process-wide, in the statistics file's "unsolicited" object. Lock-free:
 // called under an endpoint's mu.
-enum class Unsolicited { kPingUnknown, kPongRefused, kConnectPastAvCap, kCount };
+enum class Unsolicited { kPingUnknown, kPongRefused, kConnectPastAvCap, kWrongCookie, kCount };
 void stats_unsolicited(Unsolicited what);
 uint64_t stats_unsolicited_count(Unsolicited what);
 

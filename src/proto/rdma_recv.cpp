@@ -188,7 +188,7 @@ Status send_cts(Comm& c, Request* r, bool* sent) {
     default: break;
   }
   bool posted = false, injected = false;
-  tx.h = ctrl_hdr(kCtrlCts, c.peer_id, c.id);
+  tx.h = ctrl_hdr(kCtrlCts, c.peer_id, c.cookie_out);
   Status s = ctrl_send(c, &tx.h, len, rd.cts_tx_reg.desc, r, 0, true, &posted, &injected);
   if (!ok(s) || !posted) {
     if (fresh_slot) {

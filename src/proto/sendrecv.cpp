@@ -51,7 +51,7 @@ Status sr_isend(Comm& c, void* data, size_t size, int tag, MemHandle* mh, Reques
   }
   r->send.buf = data;
   r->send.size = size;
-  const uint64_t t = data_tag(c.peer_id, tag);
+  const uint64_t t = data_tag(c.cookie_out, tag);
   ssize_t rc;
   const bool inject = can_inject(c, size, mh);
   if (inject) {
@@ -100,7 +100,7 @@ Status sr_irecv(Comm& c, int n, void** data, const size_t* sizes, const int* tag
     j.caps[i] = sizes[i] < c.max_msg_size ? sizes[i] : static_cast<size_t>(c.max_msg_size);
     j.descs[i] = mhs[i] != nullptr ? mhs[i]->reg.desc : nullptr;
     j.mhs[i] = mhs[i];
-    j.tags[i] = data_tag(c.id, tags[i]);
+    j.tags[i] = data_tag(c.cookie_in, tags[i]);
   }
   Status s = post_recvs(c, r);
   if (!ok(s)) {

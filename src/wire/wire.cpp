@@ -141,13 +141,14 @@ bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, 
 }
 
 void encode_proto(uint8_t protocols, uint8_t nrails, uint32_t eager_max, size_t addr_len,
-                  const uint8_t (*rail_addrs)[kMaxAddrLen], ProtoInfo* out) {
+                  const uint8_t (*rail_addrs)[kMaxAddrLen], uint32_t cookie, ProtoInfo* out) {
   memset(out, 0, sizeof(*out));
   out->magic = kProtoMagic;
   out->protocols = protocols;
   out->nrails = nrails;
   out->addr_len = static_cast<uint16_t>(addr_len);
   out->eager_max = eager_max;
+  out->cookie = cookie;
   for (int r = 1; r < nrails && r < kMaxRails; ++r)
     memcpy(out->rail_addr[r - 1], rail_addrs[r - 1], addr_len);
   out->checksum = wire_checksum(out, offsetof(ProtoInfo, checksum));
@@ -180,6 +181,10 @@ bool decode_proto(const ProtoInfo& p, size_t main_addr_len, std::string* why) {
   if (p.eager_max > kMaxEagerMax) {
     *why =
         fmt("eager message size %llu above the protocol's bound (%llu)", p.eager_max, kMaxEagerMax);
+    return false;
+  }
+  if (p.cookie == 0) {
+    *why = "protocol block without a connection cookie";
     return false;
   }
   return true;
@@ -366,15 +371,16 @@ bool decode_ctrl_hdr(const void* in, size_t len, CtrlHdr* out, std::string* why)
     return false;
   }
   memcpy(out, in, kCtrlHdrSize);
-  const uint32_t version = out->src >> 28;
-  if (version != kCtrlVersion) {
-    *why = "a control message of wire version " + std::to_string(version) +
-           " (this plugin speaks " + std::to_string(kCtrlVersion) + ")";
-    return false;
-  }
   const uint8_t kind = ctrl_kind(*out);
   if (kind == 0 || kind > kCtrlKindMax) {
     *why = "a control message of unknown kind " + std::to_string(kind);
+    return false;
+  }
+  // The connection's kinds carry a cookie where the others carry the version: the comm checks it.
+  const uint32_t version = out->src >> 28;
+  if (!ctrl_conn_kind(kind) && version != kCtrlVersion) {
+    *why = "a control message of wire version " + std::to_string(version) +
+           " (this plugin speaks " + std::to_string(kCtrlVersion) + ")";
     return false;
   }
   const bool comm_less = kind == kCtrlProbe;
@@ -389,6 +395,16 @@ bool decode_ctrl_hdr(const void* in, size_t len, CtrlHdr* out, std::string* why)
     return false;
   }
   return true;
+}
+
+bool compact_refused(uint64_t data, size_t len, std::string* why) {
+  if ((data >> 60) != (kCompactMark >> 60))
+    *why = fmt("CQ data 0x%016llx without the compact mark", data);
+  else if (((data >> 32) & kMaxCommId) == 0)
+    *why = "a compact eager message for comm id 0";
+  else
+    *why = "a compact eager message of " + std::to_string(len) + " bytes, shorter than its cookie";
+  return false;
 }
 
 }  // namespace nf

@@ -3,13 +3,15 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace nf {
 
 // 3: per-tag indices, notices; 4: probes; 5: untagged control; 6: each accepted connection has
-// its own comm id, which the AckMsg names (recv_id): one listen comm accepts any number.
-constexpr uint16_t kWireVersion = 6;
+// its own comm id, which the AckMsg names (recv_id): one listen comm accepts any number; 7: every
+// message after the handshake carries the receiving comm's random cookie (ProtoInfo::cookie).
+constexpr uint16_t kWireVersion = 7;
 constexpr uint32_t kHandleMagic = 0x4641424eu;   // "NBAF" in memory: nccl-fabric handle
 constexpr uint32_t kConnectMagic = 0x4e4e4f43u;  // "CONN"
 constexpr uint32_t kAckMagic = 0x4b434f41u;      // "AOCK"
@@ -32,34 +34,87 @@ enum CtrlKind : uint8_t {
   kCtrlNotice = 6,   // NoticeMsg about a message, sender -> receiver (RDMA)
 };
 constexpr uint8_t kCtrlKindMax = kCtrlNotice;
+// The kinds of a connection (version 7): sent once the handshake is done, each carries the
+// receiving comm's cookie where the handshake kinds and probes carry the sender's id and version.
+inline bool ctrl_conn_kind(uint8_t kind) {
+  return kind == kCtrlCts || kind == kCtrlEager || kind == kCtrlNotice;
+}
 struct CtrlHdr {
-  uint32_t dst;    // bits 0..27: the receiving comm's id (0: the endpoint, probes); 28..31: kind
-  uint32_t src;    // bits 0..27: the sending comm's id (0: none); 28..31: wire version (5)
+  uint32_t dst;  // bits 0..27: the receiving comm's id (0: the endpoint, probes); 28..31: kind
+  // Connect, ack, probe: bits 0..27 the sending comm's id (0: none), 28..31 the wire version (7).
+  // CTS, eager message, notice: the receiving comm's cookie (its ProtoInfo::cookie), all 32 bits.
+  uint32_t src;
   int32_t tag;     // eager, notice: NCCL's tag; otherwise 0
   uint32_t index;  // eager, notice: the message's per-tag index; otherwise 0
 };
 static_assert(sizeof(CtrlHdr) == 16, "wire layout");
 constexpr size_t kCtrlHdrSize = sizeof(CtrlHdr);
 constexpr uint32_t kCtrlVersion = kWireVersion & 0xf;
+// `src`: the sending comm's id for connect, ack and probe; the receiving comm's cookie for the
+// connection's kinds (ctrl_conn_kind).
 inline CtrlHdr ctrl_hdr(uint8_t kind, uint32_t dst, uint32_t src, int32_t tag = 0,
                         uint32_t index = 0) {
   CtrlHdr h;
   h.dst = (dst & kMaxCommId) | (static_cast<uint32_t>(kind) << 28);
-  h.src = (src & kMaxCommId) | (kCtrlVersion << 28);
+  h.src = ctrl_conn_kind(kind) ? src : (src & kMaxCommId) | (kCtrlVersion << 28);
   h.tag = tag;
   h.index = index;
   return h;
 }
 inline uint8_t ctrl_kind(const CtrlHdr& h) { return static_cast<uint8_t>(h.dst >> 28); }
 inline uint32_t ctrl_dst(const CtrlHdr& h) { return h.dst & kMaxCommId; }
+// Connect, ack, probe only.
 inline uint32_t ctrl_src(const CtrlHdr& h) { return h.src & kMaxCommId; }
+// CTS, eager message, notice only.
+inline uint32_t ctrl_cookie(const CtrlHdr& h) { return h.src; }
 // Checks the header of a received control message of `len` bytes (payload after it): long
 // enough, our version, a known kind, the fields a kind does not use 0. False with *why.
 bool decode_ctrl_hdr(const void* in, size_t len, CtrlHdr* out, std::string* why);
 
-// Tags: only SENDRECV data is tagged (the receiving comm's id in bits 32..59, NCCL's tag below).
-inline uint64_t data_tag(uint32_t comm_id, int tag) {
-  return (static_cast<uint64_t>(comm_id) << 32) | static_cast<uint32_t>(tag);
+// Tags: only SENDRECV data is tagged: the receiving comm's cookie in bits 32..63 (unique among the
+// comms of its endpoint), NCCL's tag below.
+inline uint64_t data_tag(uint32_t cookie, int tag) {
+  return (static_cast<uint64_t>(cookie) << 32) | static_cast<uint32_t>(tag);
+}
+
+// Compact eager messages (docs/protocol.md): where the provider carries 8 bytes of remote CQ data
+// and the listener granted it (kProtoFlagCompactEager), an eager message whose tag fits 16 bits
+// goes as the receiving comm's 4-byte cookie and NCCL's payload (one injected piece), its header in
+// the CQ data: mark 0xE (bits 60..63) | receiving comm id (32..59) | tag (16..31) | the low 16
+// bits of the per-tag index. The receiver completes the index from the buffers it has posted for
+// the tag (a message is never 32768 messages away from them: kMaxAhead holds it far closer).
+constexpr uint64_t kCompactMark = 0xeull << 60;
+constexpr int32_t kCompactTagMax = 0xffff;
+inline uint64_t compact_eager_data(uint32_t dst, int32_t tag, uint32_t index) {
+  return kCompactMark | (static_cast<uint64_t>(dst & kMaxCommId) << 32) |
+         (static_cast<uint64_t>(static_cast<uint32_t>(tag) & 0xffffu) << 16) | (index & 0xffffu);
+}
+// The full per-tag index of a compact message whose low 16 bits are `low`, near `ref` (the index
+// of the next buffer the receiver will post for the tag).
+inline uint32_t compact_index(uint32_t low, uint32_t ref) {
+  const int16_t d = static_cast<int16_t>(static_cast<uint16_t>(low - ref));
+  return ref + static_cast<uint32_t>(static_cast<int32_t>(d));
+}
+
+// The cookie that starts a compact eager message (wire version 7): little-endian, 4 bytes.
+constexpr size_t kCompactPrefix = 4;
+// The header of a compact eager message received with remote CQ data `data` (its flag checked by
+// the caller), `len` bytes at `in`: the mark, a comm id (not 0), at least the cookie. *out is an
+// eager message's header whose index holds the low 16 bits and whose cookie is the message's first
+// 4 bytes. False with *why otherwise (compact_refused). Inline: every compact message takes it.
+bool compact_refused(uint64_t data, size_t len, std::string* why);
+inline bool decode_compact(uint64_t data, const void* in, size_t len, CtrlHdr* out,
+                           std::string* why) {
+  const uint32_t dst = static_cast<uint32_t>(data >> 32) & kMaxCommId;
+  if ((data >> 60) != (kCompactMark >> 60) || dst == 0 || len < kCompactPrefix)
+    return compact_refused(data, len, why);
+  uint32_t cookie;
+  memcpy(&cookie, in, sizeof cookie);
+  out->dst = dst | (static_cast<uint32_t>(kCtrlEager) << 28);
+  out->src = cookie;
+  out->tag = static_cast<int32_t>((data >> 16) & 0xffffu);
+  out->index = static_cast<uint32_t>(data & 0xffffu);
+  return true;
 }
 
 // What listen writes into NCCL's 128-byte handle.
@@ -109,11 +164,16 @@ struct ProtoInfo {
   uint32_t eager_max;  // ack: largest eager message the receiver takes (0: none); connect: 0
   uint32_t flags;      // ack: kProtoFlag* the listener grants; connect: 0
   uint8_t rail_addr[kMaxRails - 1][kMaxAddrLen];  // rails 1..3 (rail 0's is the main address)
-  uint8_t reserved1[12];
+  // Version 7: random, not 0; the sender's comm (connect) or the listener's recv comm (ack) takes
+  // the connection's messages only with this in their control header (CtrlHdr::src), and SENDRECV
+  // data only with it in the tag's upper half (data_tag).
+  uint32_t cookie;
+  uint8_t reserved1[8];
   uint32_t checksum;  // FNV-1a over every byte before it
 };
 static_assert(sizeof(ProtoInfo) == 320, "wire layout");
 static_assert(offsetof(ProtoInfo, rail_addr) == 16, "wire layout");
+static_assert(offsetof(ProtoInfo, cookie) == 304, "wire layout");
 static_assert(offsetof(ProtoInfo, checksum) == 316, "wire layout");
 
 // Sender to listener (control kind kCtrlConnect): who I am, and proof that I was given the handle.
@@ -178,9 +238,10 @@ void encode_connect(const WireHandle& h, uint32_t sender_id, uint64_t nonce, con
 // A ConnectMsg's version is checked apart (bad_version), so the listener can answer it.
 bool decode_connect(const ConnectMsg& m, size_t received_len, std::string* why, bool* bad_version);
 
-// Fills msg.proto (the connect's offer or the ack's choice); rail addresses of rails 1..nrails-1.
+// Fills msg.proto (the connect's offer or the ack's choice); rail addresses of rails 1..nrails-1;
+// the cookie of the comm that takes the connection's messages on this side (not 0).
 void encode_proto(uint8_t protocols, uint8_t nrails, uint32_t eager_max, size_t addr_len,
-                  const uint8_t (*rail_addrs)[kMaxAddrLen], ProtoInfo* out);
+                  const uint8_t (*rail_addrs)[kMaxAddrLen], uint32_t cookie, ProtoInfo* out);
 bool decode_proto(const ProtoInfo& p, size_t main_addr_len, std::string* why);
 
 // An ack with status kOk must carry its ProtoInfo (encode_proto) before it is sent; its length

@@ -32,10 +32,11 @@ void check_accepted(const AckMsg& m, size_t len) {
   NF_FUZZ_CHECK(p.nrails >= 1 && p.nrails <= kMaxRails);
   NF_FUZZ_CHECK(p.addr_len >= 1 && p.addr_len <= kMaxAddrLen);
   NF_FUZZ_CHECK(p.eager_max <= kMaxEagerMax);
+  NF_FUZZ_CHECK(p.cookie != 0);
   AckMsg g;
   encode(m.token, m.nonce, AckStatus::kOk, &g);
   set_ack_recv_id(&g, m.recv_id);
-  encode_proto(p.protocols, p.nrails, p.eager_max, p.addr_len, p.rail_addr, &g.proto);
+  encode_proto(p.protocols, p.nrails, p.eager_max, p.addr_len, p.rail_addr, p.cookie, &g.proto);
   g.proto.flags = p.flags;  // what the listener grants: encode_proto leaves it 0
   g.proto.checksum = wire_checksum(&g.proto, offsetof(ProtoInfo, checksum));
   std::string why;
@@ -59,13 +60,15 @@ void round_trip(nf_fuzz::Reader& r) {
   AckMsg m;
   encode(token, nonce, AckStatus::kOk, &m);
   set_ack_recv_id(&m, recv_id);
-  encode_proto(protocols, nrails, eager_max, addr_len, rails, &m.proto);
+  const uint32_t cookie = static_cast<uint32_t>(r.range(1, 0xffffffffu));
+  encode_proto(protocols, nrails, eager_max, addr_len, rails, cookie, &m.proto);
   NF_FUZZ_CHECK(ack_size(AckStatus::kOk) == sizeof(m));
   std::string why;
   NF_FUZZ_CHECK(decode_ack(m, sizeof(m), &why));
   NF_FUZZ_CHECK(m.token == token && m.nonce == nonce && m.recv_id == recv_id);
   NF_FUZZ_CHECK(m.proto.protocols == protocols && m.proto.nrails == nrails);
   NF_FUZZ_CHECK(m.proto.eager_max == eager_max && m.proto.addr_len == addr_len);
+  NF_FUZZ_CHECK(m.proto.cookie == cookie);
   for (int i = 1; i < nrails; ++i)
     NF_FUZZ_CHECK(memcmp(m.proto.rail_addr[i - 1], rails[i - 1], addr_len) == 0);
   // Any other length, or any one byte changed, is refused.

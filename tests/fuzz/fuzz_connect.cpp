@@ -19,7 +19,8 @@ void encode(uint64_t token, uint32_t hash, uint32_t sender_id, uint64_t nonce, c
   h.token = token;
   h.provider_hash = hash;
   encode_connect(h, sender_id, nonce, addr, addr_len, out);
-  encode_proto(protocols, nrails, eager_max, addr_len, rails, &out->proto);
+  encode_proto(protocols, nrails, eager_max, addr_len, rails, static_cast<uint32_t>(nonce) | 1u,
+               &out->proto);
 }
 
 void check_accepted(const ConnectMsg& m, size_t len) {
@@ -35,6 +36,7 @@ void check_accepted(const ConnectMsg& m, size_t len) {
   NF_FUZZ_CHECK(p.nrails >= 1 && p.nrails <= kMaxRails);
   NF_FUZZ_CHECK(p.addr_len == m.addr_len);
   NF_FUZZ_CHECK(p.eager_max <= kMaxEagerMax);
+  NF_FUZZ_CHECK(p.cookie != 0);
   ConnectMsg g;
   encode(m.token, m.provider_hash, m.sender_id, m.nonce, m.addr, m.addr_len, p.protocols, p.nrails,
          p.eager_max, p.rail_addr, &g);

@@ -20,8 +20,9 @@ void check_accepted(const ProtoInfo& p, size_t main_len) {
   // passed as the main address's length.
   NF_FUZZ_CHECK(p.addr_len >= 1 && p.addr_len <= kMaxAddrLen);
   NF_FUZZ_CHECK(p.eager_max <= kMaxEagerMax);
+  NF_FUZZ_CHECK(p.cookie != 0);
   ProtoInfo g;
-  encode_proto(p.protocols, p.nrails, p.eager_max, p.addr_len, p.rail_addr, &g);
+  encode_proto(p.protocols, p.nrails, p.eager_max, p.addr_len, p.rail_addr, p.cookie, &g);
   g.flags = p.flags;  // encode_proto leaves it 0
   g.checksum = wire_checksum(&g, offsetof(ProtoInfo, checksum));
   std::string why;
@@ -38,12 +39,14 @@ void round_trip(nf_fuzz::Reader& r) {
   const size_t addr_len = r.range(1, kMaxAddrLen);
   uint8_t rails[kMaxRails - 1][kMaxAddrLen];
   r.fill(rails, sizeof(rails));
+  const uint32_t cookie = static_cast<uint32_t>(r.range(1, 0xffffffffu));
   ProtoInfo p;
-  encode_proto(protocols, nrails, eager_max, addr_len, rails, &p);
+  encode_proto(protocols, nrails, eager_max, addr_len, rails, cookie, &p);
   ProtoInfo q = p;
   std::string why;
   NF_FUZZ_CHECK(decode_proto(p, addr_len, &why));
   NF_FUZZ_CHECK(p.protocols == protocols && p.nrails == nrails && p.eager_max == eager_max);
+  NF_FUZZ_CHECK(p.cookie == cookie);
   NF_FUZZ_CHECK(p.addr_len == addr_len);
   for (int i = 1; i < kMaxRails; ++i) {
     for (size_t k = 0; k < kMaxAddrLen; ++k)

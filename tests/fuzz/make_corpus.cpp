@@ -91,7 +91,8 @@ ConnectMsg connect_msg(const Addr& a, uint8_t protocols, int nrails, uint32_t se
   encode_connect(h, sender_id, 0xfeedface00000000ull + sender_id, a.b.data(), a.b.size(), &m);
   uint8_t rails[kMaxRails - 1][kMaxAddrLen];
   rail_addrs(a, rails);
-  encode_proto(protocols, static_cast<uint8_t>(nrails), 0, a.b.size(), rails, &m.proto);
+  encode_proto(protocols, static_cast<uint8_t>(nrails), 0, a.b.size(), rails,
+               0x600dc0deu + sender_id, &m.proto);
   return m;
 }
 
@@ -102,7 +103,8 @@ AckMsg ack_msg(const ConnectMsg& c, uint8_t protocol, int nrails, uint32_t eager
   set_ack_recv_id(&m, c.sender_id + 1);
   uint8_t rails[kMaxRails - 1][kMaxAddrLen];
   rail_addrs(a, rails);
-  encode_proto(protocol, static_cast<uint8_t>(nrails), eager_max, a.b.size(), rails, &m.proto);
+  encode_proto(protocol, static_cast<uint8_t>(nrails), eager_max, a.b.size(), rails,
+               0xc00c1e00u + c.sender_id, &m.proto);
   return m;
 }
 
@@ -215,6 +217,22 @@ NoticeMsg notice(uint32_t kind, uint64_t size) {
   return m;
 }
 
+// Compact eager messages: 8 bytes of CQ data, then the cookie and the payload.
+void compacts(const fs::path& dir) {
+  auto one = [&](const char* name, uint32_t dst, int32_t tag, uint32_t index, uint32_t cookie,
+                 size_t payload) {
+    std::vector<uint8_t> b(8 + kCompactPrefix + payload);
+    const uint64_t d = compact_eager_data(dst, tag, index);
+    memcpy(b.data(), &d, 8);
+    memcpy(b.data() + 8, &cookie, kCompactPrefix);
+    for (size_t i = 0; i < payload; ++i) b[8 + kCompactPrefix + i] = static_cast<uint8_t>(i);
+    save(dir, "compact", name, b.data(), b.size());
+  };
+  one("8-bytes", 3, 7, 41, 0xc00c1e0cu, 8);
+  one("empty", kMaxCommId, kCompactTagMax, 0xffff, 0xffffffffu, 0);
+  one("4096-bytes", 12, 0, 0x12345, 0x600dc0deu, 4092);
+}
+
 void notices(const fs::path& dir) {
   NoticeMsg m = notice(kNoticeRts, 1u << 20);
   save(dir, "notice", "rts", &m, sizeof(m));
@@ -244,7 +262,7 @@ void ctrl(const fs::path& dir, const std::vector<Addr>& addrs) {
   m.h = {kCtsMagic, kWireVersion, 1, 1, 5, 17, 0};
   m.e[0] = {4, 0, 65536, 0x7f3a00001000ull, {0x42, 0, 0, 0}};
   CtsWire w;
-  msg("cts", ctrl_hdr(kCtrlCts, 12, 3), w.b, encode_cts(m, w.b));
+  msg("cts", ctrl_hdr(kCtrlCts, 12, 0x600dc0deu + 12), w.b, encode_cts(m, w.b));
   size_t len;
   const ProbeMsg ping = probe(kProbePing, &addrs[0], &len);
   msg("probe-ping", ctrl_hdr(kCtrlProbe, 0, 0), &ping, len);
@@ -252,10 +270,10 @@ void ctrl(const fs::path& dir, const std::vector<Addr>& addrs) {
   msg("probe-pong", ctrl_hdr(kCtrlProbe, 0, 0), &pong, len);
   uint8_t payload[64];
   for (size_t i = 0; i < sizeof(payload); ++i) payload[i] = static_cast<uint8_t>(i);
-  msg("eager", ctrl_hdr(kCtrlEager, 3, 12, 7, 41), payload, sizeof(payload));
-  msg("eager-empty", ctrl_hdr(kCtrlEager, kMaxCommId, kMaxCommId, -1, 0xffffffffu), nullptr, 0);
+  msg("eager", ctrl_hdr(kCtrlEager, 3, 0xc00c1e0cu, 7, 41), payload, sizeof(payload));
+  msg("eager-empty", ctrl_hdr(kCtrlEager, kMaxCommId, 0xffffffffu, -1, 0xffffffffu), nullptr, 0);
   const NoticeMsg n = notice(kNoticeRts, 1u << 20);
-  msg("notice", ctrl_hdr(kCtrlNotice, 3, 12, 7, 42), &n, sizeof(n));
+  msg("notice", ctrl_hdr(kCtrlNotice, 3, 0xc00c1e0cu, 7, 42), &n, sizeof(n));
 }
 
 }  // namespace
@@ -272,6 +290,7 @@ int main(int argc, char** argv) {
   cts(dir);
   probes(dir, addrs);
   notices(dir);
+  compacts(dir);
   ctrl(dir, addrs);
   return failures == 0 ? 0 : 1;
 }

@@ -1,5 +1,7 @@
 #include "hostile_peer.h"
 
+#include <rdma/fi_tagged.h>
+
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
@@ -32,9 +34,9 @@ Hostile::~Hostile() {
   if (info_) fi_freeinfo(info_);
 }
 
-bool Hostile::open(const std::string& provider, std::string* err) {
+bool Hostile::open(const std::string& provider, std::string* err, bool tagged) {
   fi_info* hints = fi_allocinfo();
-  hints->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+  hints->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | (tagged ? FI_TAGGED : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->mr_mode =
@@ -214,6 +216,11 @@ bool Hostile::send(fi_addr_t to, const void* bytes, size_t len, bool with_data, 
     return with_data ? fi_senddata(ep_, tx_.data(), len, tx_desc_, data, to, &tx_ctx_)
                      : fi_send(ep_, tx_.data(), len, tx_desc_, to, &tx_ctx_);
   });
+}
+
+bool Hostile::tsend(fi_addr_t to, const void* bytes, size_t len, uint64_t tag) {
+  return post_and_wait(
+      bytes, len, [&]() { return fi_tsend(ep_, tx_.data(), len, tx_desc_, to, tag, &tx_ctx_); });
 }
 
 bool Hostile::send_ctrl(fi_addr_t to, const CtrlHdr& h, const void* body, size_t len) {

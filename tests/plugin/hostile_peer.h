@@ -43,8 +43,9 @@ class Hostile {
   Hostile(const Hostile&) = delete;
   Hostile& operator=(const Hostile&) = delete;
 
-  // Opens an endpoint of `provider` (the one the plugin runs on, in this process). False with *err.
-  bool open(const std::string& provider, std::string* err);
+  // Opens an endpoint of `provider` (the one the plugin runs on, in this process), with tagged
+  // messages too when `tagged` (SENDRECV data). False with *err.
+  bool open(const std::string& provider, std::string* err, bool tagged = false);
   const uint8_t* addr() const { return addr_; }
   size_t addr_len() const { return addr_len_; }
   // Inserts a peer address; FI_ADDR_NOTAVAIL on failure.
@@ -53,6 +54,8 @@ class Hostile {
   // Sends `len` bytes (a header and what follows, as the test built them) to `to`, with remote CQ
   // data when `with_data`. Waits (bounded) for its completion. False when it failed.
   bool send(fi_addr_t to, const void* bytes, size_t len, bool with_data = false, uint64_t data = 0);
+  // A tagged message (open with `tagged`), as SENDRECV data travels. Waits for its completion.
+  bool tsend(fi_addr_t to, const void* bytes, size_t len, uint64_t tag);
   // A control message: CtrlHdr h, then `len` bytes of body.
   bool send_ctrl(fi_addr_t to, const CtrlHdr& h, const void* body, size_t len);
   // Writes `len` bytes of `src` (registered here) to the peer's (addr, key) with immediate data.
@@ -114,6 +117,10 @@ struct HostileConn {
   fi_addr_t peer = FI_ADDR_NOTAVAIL;
   uint32_t dst = 0;  // the plugin comm's id (the listen comm's, kept by the recv comm)
   uint32_t src = 0;  // ours
+  // Wire version 7: what our CTSs, eager messages and notices carry (the plugin comm's cookie,
+  // from its ProtoInfo), and what the plugin's carry to us (ours, in the ProtoInfo we sent).
+  uint32_t cookie = 0;
+  uint32_t my_cookie = 0;
   uint32_t eager_max = 0;
   bool compact = false;
 };

@@ -42,12 +42,12 @@ TEST_CASE("another wire version is named in the refusal", "[wire]") {
   encode_handle(1, 2, 3, kAddr, sizeof(kAddr), buf);
   WireHandle h;
   memcpy(&h, buf, sizeof(h));
-  h.version = 7;
+  h.version = kWireVersion + 1;
   h.checksum = wire_checksum(&h, offsetof(WireHandle, checksum));
   memcpy(buf, &h, sizeof(h));
   std::string why;
   CHECK_FALSE(decode_handle(buf, &h, &why));
-  CHECK(why.find("version 7") != std::string::npos);
+  CHECK(why.find("version " + std::to_string(kWireVersion + 1)) != std::string::npos);
 }
 
 TEST_CASE("connect and ack messages are checked before use", "[wire]") {
@@ -62,7 +62,7 @@ TEST_CASE("connect and ack messages are checked before use", "[wire]") {
   // Version 2: without its protocol block the message is refused.
   CHECK_FALSE(decode_connect(m, sizeof(m), &why, &bad_version));
   const uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
-  encode_proto(kProtoSendRecv | kProtoRdma, 1, 0, sizeof(kAddr), rails, &m.proto);
+  encode_proto(kProtoSendRecv | kProtoRdma, 1, 0, sizeof(kAddr), rails, 0xc0ffee01u, &m.proto);
   CHECK(decode_connect(m, sizeof(m), &why, &bad_version));
   CHECK_FALSE(bad_version);
   CHECK(m.token == 42);
@@ -86,7 +86,7 @@ TEST_CASE("connect and ack messages are checked before use", "[wire]") {
   }
 
   ConnectMsg pr = m;  // a protocol block with an impossible rail count
-  encode_proto(kProtoRdma, kMaxRails + 1, 0, sizeof(kAddr), rails, &pr.proto);
+  encode_proto(kProtoRdma, kMaxRails + 1, 0, sizeof(kAddr), rails, 0xc0ffee01u, &pr.proto);
   CHECK_FALSE(decode_connect(pr, sizeof(pr), &why, &bad_version));
   CHECK(why.find("rail count") != std::string::npos);
   pr.proto.protocols = 0x80;  // corrupted after the checksum
@@ -94,7 +94,7 @@ TEST_CASE("connect and ack messages are checked before use", "[wire]") {
 
   AckMsg ack;
   encode_ack(m, AckStatus::kOk, &ack);
-  encode_proto(kProtoRdma, 1, 8192, sizeof(kAddr), rails, &ack.proto);
+  encode_proto(kProtoRdma, 1, 8192, sizeof(kAddr), rails, 0xc0ffee01u, &ack.proto);
   CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));  // an acceptance names its recv comm (v6)
   CHECK(why.find("no receiving comm") != std::string::npos);
   set_ack_recv_id(&ack, kMaxCommId + 1);
@@ -103,7 +103,7 @@ TEST_CASE("connect and ack messages are checked before use", "[wire]") {
   CHECK(decode_ack(ack, sizeof(ack), &why));
   CHECK(ack.recv_id == 12);
   CHECK_FALSE(decode_ack(ack, kAckRefusalSize, &why));  // an acceptance needs its block
-  encode_proto(kProtoRdma | kProtoSendRecv, 1, 8192, sizeof(kAddr), rails, &ack.proto);
+  encode_proto(kProtoRdma | kProtoSendRecv, 1, 8192, sizeof(kAddr), rails, 0xc0ffee01u, &ack.proto);
   CHECK_FALSE(decode_ack(ack, sizeof(ack), &why));  // the listener must choose one
   CHECK(ack_size(AckStatus::kBadToken) == kAckRefusalSize);
   CHECK(ack.nonce == 77);
@@ -134,25 +134,65 @@ TEST_CASE("a handle's listen id must fit the tag bits", "[wire]") {
 TEST_CASE("data tags of different comms never collide", "[wire]") {
   CHECK(data_tag(1, 7) != data_tag(2, 7));
   CHECK(data_tag(1, -1) == ((1ull << 32) | 0xffffffffull));
-  CHECK((data_tag(kMaxCommId, -1) >> 60) == 0);
+  CHECK(data_tag(0xfedcba98u, 5) == 0xfedcba9800000005ull);  // the whole cookie, version 7
+}
+
+TEST_CASE("a protocol block without a cookie is refused", "[wire]") {
+  uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
+  ProtoInfo p;
+  std::string why;
+  encode_proto(kProtoRdma, 1, 0, 16, rails, 0x12345678u, &p);
+  REQUIRE(decode_proto(p, 16, &why));
+  CHECK(p.cookie == 0x12345678u);
+  encode_proto(kProtoRdma, 1, 0, 16, rails, 0, &p);
+  CHECK_FALSE(decode_proto(p, 16, &why));
+  CHECK(why.find("cookie") != std::string::npos);
+}
+
+TEST_CASE("control header: the connection's kinds carry the cookie, not the version", "[wire]") {
+  for (uint8_t kind : {kCtrlCts, kCtrlEager, kCtrlNotice}) {
+    const bool indexed = kind != kCtrlCts;
+    const CtrlHdr h = ctrl_hdr(kind, 77, 0xfedcba98u, indexed ? 3 : 0, indexed ? 9 : 0);
+    uint32_t w[4];
+    memcpy(w, &h, sizeof(w));
+    CHECK(w[0] == (77u | (static_cast<uint32_t>(kind) << 28)));
+    CHECK(w[1] == 0xfedcba98u);  // all 32 bits, whatever the top 4 say
+    CtrlHdr out;
+    std::string why;
+    REQUIRE(decode_ctrl_hdr(&h, sizeof(h), &out, &why));
+    CHECK(ctrl_cookie(out) == 0xfedcba98u);
+  }
+  // The handshake's kinds and probes keep the version, checked.
+  for (uint8_t kind : {kCtrlConnect, kCtrlAck, kCtrlProbe}) {
+    CtrlHdr h = ctrl_hdr(kind, kind == kCtrlProbe ? 0 : 5, kind == kCtrlProbe ? 0 : 6);
+    CHECK((h.src >> 28) == kCtrlVersion);
+    CtrlHdr out;
+    std::string why;
+    CHECK(decode_ctrl_hdr(&h, sizeof(h), &out, &why));
+    h.src = (h.src & kMaxCommId) | (6u << 28);  // a version-6 peer
+    CHECK_FALSE(decode_ctrl_hdr(&h, sizeof(h), &out, &why));
+    CHECK(why.find("version 6") != std::string::npos);
+  }
 }
 
 TEST_CASE("control header: layout, and every malformed one refused", "[wire]") {
-  const CtrlHdr h = ctrl_hdr(kCtrlEager, 12345, kMaxCommId, -7, 0xfffffffeu);
+  const CtrlHdr h = ctrl_hdr(kCtrlConnect, 12345, kMaxCommId);
   uint8_t b[kCtrlHdrSize];
   memcpy(b, &h, sizeof(h));
   uint32_t w[4];
   memcpy(w, b, sizeof(w));
-  CHECK(w[0] == (12345u | (5u << 28)));
+  CHECK(w[0] == (12345u | (1u << 28)));
   CHECK(w[1] == (kMaxCommId | (kCtrlVersion << 28)));
-  CHECK(static_cast<int32_t>(w[2]) == -7);
-  CHECK(w[3] == 0xfffffffeu);
+  CHECK(w[2] == 0);
+  CHECK(w[3] == 0);
   CtrlHdr out;
   std::string why;
   REQUIRE(decode_ctrl_hdr(b, sizeof(b), &out, &why));
-  CHECK(ctrl_kind(out) == kCtrlEager);
+  CHECK(ctrl_kind(out) == kCtrlConnect);
   CHECK(ctrl_dst(out) == 12345u);
   CHECK(ctrl_src(out) == kMaxCommId);
+  const CtrlHdr e = ctrl_hdr(kCtrlEager, 12345, 0xabcdef01u, -7, 0xfffffffeu);
+  REQUIRE(decode_ctrl_hdr(&e, sizeof(e), &out, &why));
   CHECK(out.tag == -7);
   CHECK(out.index == 0xfffffffeu);
   // Shorter than a header.
@@ -335,12 +375,12 @@ TEST_CASE("a handshake announcing an eager size above the bound is refused", "[w
   uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
   ProtoInfo p;
   std::string why;
-  encode_proto(kProtoRdma, 1, kMaxEagerMax, 16, rails, &p);
+  encode_proto(kProtoRdma, 1, kMaxEagerMax, 16, rails, 0xc0ffee01u, &p);
   CHECK(decode_proto(p, 16, &why));
-  encode_proto(kProtoRdma, 1, kMaxEagerMax + 1, 16, rails, &p);
+  encode_proto(kProtoRdma, 1, kMaxEagerMax + 1, 16, rails, 0xc0ffee01u, &p);
   CHECK_FALSE(decode_proto(p, 16, &why));
   CHECK(why.find("eager") != std::string::npos);
-  encode_proto(kProtoRdma, 1, 0xffffffffu, 16, rails, &p);
+  encode_proto(kProtoRdma, 1, 0xffffffffu, 16, rails, 0xc0ffee01u, &p);
   CHECK_FALSE(decode_proto(p, 16, &why));
 }
 
@@ -348,7 +388,7 @@ TEST_CASE("a protocol block's address length fits the rail addresses", "[wire]")
   uint8_t rails[kMaxRails - 1][kMaxAddrLen] = {};
   ProtoInfo p;
   std::string why;
-  encode_proto(kProtoRdma, 2, 0, kMaxAddrLen, rails, &p);
+  encode_proto(kProtoRdma, 2, 0, kMaxAddrLen, rails, 0xc0ffee01u, &p);
   CHECK(decode_proto(p, kMaxAddrLen, &why));
   // An ack's block names its own length (decode_ack has no other): out of range is refused even
   // where it matches what the caller passed (tests/fuzz/regress/ack/, regress/proto/).
