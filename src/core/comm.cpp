@@ -108,19 +108,42 @@ Request* take_request(Comm& c, ReqType type, int n) {
 
 void (*comm_listed_hook)(const Comm& c) = nullptr;
 
+namespace {
+
+// Lists every comm of s.comms but `skip` in s.by_route (comms come and go rarely: connect, accept,
+// close).
+void route_rebuild(SharedEp& s, const Comm* skip) {
+  size_t n = 16;
+  while (n < 2 * (s.comms.size() + 1)) n *= 2;
+  s.by_route.assign(n, nullptr);
+  for (Comm* c : s.comms) {
+    if (c == skip || c->cookie_in == 0) continue;
+    size_t i = (c->cookie_in & kMaxCommId) & (n - 1);
+    while (s.by_route[i] != nullptr) i = (i + 1) & (n - 1);
+    s.by_route[i] = c;
+  }
+}
+
+}  // namespace
+
 void comm_register(Comm& c) {
   if (comm_listed_hook != nullptr) comm_listed_hook(c);
   SharedEp& s = *c.sep;
-  // A cookie no other comm of the endpoint has (SENDRECV receives match on it).
+  // A cookie whose low 28 bits no other comm of the endpoint has (SENDRECV receives match on the
+  // cookie, compact eager messages are routed by those bits) and are not 0.
   for (bool taken = true; taken;) {
     c.cookie_in = static_cast<uint32_t>(random_u64());
-    taken = c.cookie_in == 0;
-    for (const Comm* o : s.comms) taken = taken || o->cookie_in == c.cookie_in;
+    const uint32_t key = c.cookie_in & kMaxCommId;
+    taken = key == 0;
+    for (const Comm* o : s.comms) taken = taken || (o->cookie_in & kMaxCommId) == key;
   }
   s.comms.push_back(&c);
   if (s.by_id.size() <= c.id) s.by_id.resize(static_cast<size_t>(c.id) + 1, nullptr);
   s.by_id[c.id] = &c;
+  route_rebuild(s, nullptr);
 }
+
+void route_remove(SharedEp& s, const Comm* c) { route_rebuild(s, c); }
 
 void comm_fail(Comm& c, Status s, const char* why) {
   if (!ok(c.failed)) return;

@@ -214,6 +214,9 @@ struct SharedEp {
   uint32_t next_id = 1;  // comm ids: 1 .. kMaxCommId
   // The comm of each id (control messages are routed by it); nullptr once it closed.
   std::vector<Comm*> by_id;
+  // The listed comms by the low 28 bits of their cookie (compact eager messages are routed by it):
+  // open addressing, linear probing, a power of two at least twice the comms; route_find.
+  std::vector<Comm*> by_route;
   // The control path's receive buffers per rail (core/ctrl.h): rail 0 always, the others only
   // where writes with immediate data consume receives (rx_cq_data).
   std::unique_ptr<CtrlPool> pools[kMaxRails];
@@ -464,6 +467,17 @@ std::string write_len_probe(Endpoint& e, bool rx_cq_data);
 // Adds c to its endpoint's list of comms. Under sep->mu. The keeper and route() read listed comms
 // under that lock: every field they read is set before c is listed (issue 34).
 void comm_register(Comm& c);
+// The comm whose cookie's low 28 bits are `key` (compact eager messages), or nullptr. Under sep.mu.
+inline Comm* route_find(const SharedEp& s, uint32_t key) {
+  const size_t n = s.by_route.size();
+  if (n == 0) return nullptr;
+  for (size_t i = key & (n - 1);; i = (i + 1) & (n - 1)) {
+    Comm* c = s.by_route[i];
+    if (c == nullptr || (c->cookie_in & kMaxCommId) == key) return c;
+  }
+}
+// Takes c out of the table (its close). Under sep.mu.
+void route_remove(SharedEp& s, const Comm* c);
 // Tests only (tests/unit/test_listing.cpp): when set, comm_register calls it under sep->mu with the
 // comm it lists, to check that comm is complete by then. NULL in the plugin.
 extern void (*comm_listed_hook)(const Comm& c);

@@ -102,23 +102,30 @@ void drop(SharedEp& sep, const char* why, uint32_t id, uint8_t kind, bool violat
 // a hostile one (docs/security.md), never from c's peer. Dropped, counted (the statistics file's
 // "unsolicited" object), and WARNed about once per comm, then at each power of two per endpoint.
 // Without FI_SOURCE the sender's address is unknown: the WARN names the comm and its peer.
-void forged(SharedEp& sep, Comm& c, uint8_t kind) {
+void forged(SharedEp& sep, Comm* c, uint8_t kind) {
   ++sep.pools[0]->dropped;
   ++sep.ctrl_bad;
   const uint64_t n = ++sep.forged;
   stats_unsolicited(Unsolicited::kWrongCookie);
-  if (!c.forged_said || (n & (n - 1)) == 0) {
-    c.forged_said = true;
+  const bool first = c != nullptr && !c->forged_said;
+  if (!first && (n & (n - 1)) != 0) return;
+  if (c != nullptr) c->forged_said = true;
+  const char* what = kind == kCtrlCts     ? "clear-to-send"
+                     : kind == kCtrlEager ? "eager message"
+                                          : "notice";
+  if (c != nullptr)
     NF_WARN(
         "ignored a %s for comm %u (connected to %s) that does not carry the connection's cookie: "
         "it is not from that peer but from a stale, broken or hostile process that can reach this "
         "endpoint (%llu such messages on %s so far; docs/troubleshooting.md#wrong-cookie)",
-        kind == kCtrlCts     ? "clear-to-send"
-        : kind == kCtrlEager ? "eager message"
-                             : "notice",
-        c.id, c.peer_name.c_str(), static_cast<unsigned long long>(n),
+        what, c->id, c->peer_name.c_str(), static_cast<unsigned long long>(n),
         sep.ep->domain().name().c_str());
-  }
+  else
+    NF_WARN(
+        "ignored a compact %s whose cookie belongs to no comm here: it is from a stale, broken or "
+        "hostile process that can reach this endpoint (%llu such messages on %s so far; "
+        "docs/troubleshooting.md#wrong-cookie)",
+        what, static_cast<unsigned long long>(n), sep.ep->domain().name().c_str());
 }
 
 // Copies a handshake message into the comm's handshake buffer and completes its receive.
@@ -151,7 +158,7 @@ bool route(Comm& c, const CtrlHdr& h, CtrlRx* rx) {
   // one knows (an ack from the listen comm that was connected to).
   if (ctrl_conn_kind(kind)) {
     if (ctrl_cookie(h) != c.cookie_in) {
-      forged(sep, c, kind);
+      forged(sep, &c, kind);
       return false;
     }
   } else if (kind != kCtrlConnect && c.peer_id != 0 && ctrl_src(h) != c.peer_id) {
@@ -363,12 +370,18 @@ void ctrl_rx_done(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const C
   std::string why;
   rx->compact = rx->rail == 0 && is_compact_eager(e->flags, e->data);
   if (rx->compact) {
-    // Its header is the CQ data and the cookie before the payload (route() checks the cookie).
-    if (!decode_compact(e->data, rx->buf, rx->len, &h, &why)) {
-      drop(sep, why.c_str(), static_cast<uint32_t>(e->data >> 32) & kMaxCommId, kCtrlEager);
+    // Its header is the CQ data, which names the receiving comm by its cookie's low 28 bits: a
+    // message that names none came from someone who does not know the cookie.
+    Comm* c = route_find(sep, static_cast<uint32_t>(e->data >> 32) & kMaxCommId);
+    if (c == nullptr) {
+      forged(sep, nullptr, kCtrlEager);
       ctrl_release(sep, rx);
       return;
     }
+    h = compact_hdr(e->data, c->id, c->cookie_in);
+    rx->hdr = h;
+    if (!route(*c, h, rx)) ctrl_release(sep, rx);
+    return;
   } else if (!decode_ctrl_hdr(rx->buf, rx->len, &h, &why)) {
     drop(sep, why.c_str(), ctrl_dst(*reinterpret_cast<const CtrlHdr*>(rx->buf)),
          ctrl_kind(*reinterpret_cast<const CtrlHdr*>(rx->buf)));
@@ -412,6 +425,7 @@ void ctrl_drop_comm(Comm& c) {
   for (CtrlRx* rx : c.stash) ctrl_release(sep, rx);
   c.stash.clear();
   if (c.id < sep.by_id.size() && sep.by_id[c.id] == &c) sep.by_id[c.id] = nullptr;
+  route_remove(sep, &c);
 }
 
 Status ctrl_send(Comm& c, CtrlHdr* hdr, size_t len, void* desc, Request* r, int op, bool may_inject,

@@ -28,16 +28,15 @@ struct CtrlRx {
   size_t len = 0;  // bytes received, header included
   bool posted = false;
   bool held = false;  // kept by a comm (stash, or an eager message waiting for its receive)
-  // A compact eager message: no header in buf (hdr was made from the CQ data and the cookie that
-  // starts the message; its index holds only the low 16 bits, completed by the protocol), the
-  // payload after the cookie.
+  // A compact eager message: no header in buf (hdr was made from the CQ data; its index holds
+  // only the low 16 bits, completed by the protocol) and the payload at buf.
   bool compact = false;
   CtrlHdr hdr{};  // the message's header, as decoded (or made)
   // An eager message waiting for its receive (RDMA): NCCL's tag and the per-tag index.
   int32_t msg_tag = 0;
   uint32_t index = 0;
-  const uint8_t* payload() const { return compact ? buf + kCompactPrefix : buf + kCtrlHdrSize; }
-  size_t plen() const { return compact ? len - kCompactPrefix : len - kCtrlHdrSize; }
+  const uint8_t* payload() const { return compact ? buf : buf + kCtrlHdrSize; }
+  size_t plen() const { return compact ? len : len - kCtrlHdrSize; }
 };
 
 // Compact eager messages (wire/wire.h): a message with FI_REMOTE_CQ_DATA and the mark.

@@ -159,18 +159,20 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
   const CtrlHdr h = ctrl_hdr(kCtrlEager, c.peer_id, c.cookie_out, tag, index + rd.eager_skew);
   const size_t total = kCtrlHdrSize + size;
   ssize_t rc;
-  const size_t compact_len = kCompactPrefix + size;
-  const bool compact = c.compact_eager && tag >= 0 && tag <= kCompactTagMax && rd.eager_skew == 0 &&
-                       compact_len <= kInjectCopyMax && can_inject(c, compact_len, mh);
+  const bool compact = c.compact_eager && tag >= 0 && tag <= kCompactTagMax && rd.eager_skew == 0;
   bool inject;
   if (compact) {
-    // The peer's cookie and NCCL's buffer, injected; the rest of the header in the CQ data.
-    inject = true;
-    alignas(8) uint8_t tmp[kInjectCopyMax];
-    memcpy(tmp, &c.cookie_out, kCompactPrefix);
-    copy_small(tmp + kCompactPrefix, data, size);
-    rc = fi_injectdata(c.ep->ep(), tmp, compact_len, compact_eager_data(c.peer_id, tag, index),
-                       c.peer);
+    // NCCL's buffer alone, in one piece; the header in the CQ data, which names the receiving comm
+    // by its cookie.
+    const uint64_t cqd = compact_eager_data(c.cookie_out, tag, index);
+    inject = can_inject(c, size, mh);
+    static uint8_t empty;
+    void* buf = size > 0 ? data : &empty;
+    if (inject)
+      rc = fi_injectdata(c.ep->ep(), buf, size, cqd, c.peer);
+    else
+      rc = fi_senddata(c.ep->ep(), buf, size, mh != nullptr ? mh->reg.desc : nullptr, cqd, c.peer,
+                       &r->ops[0]);
   } else if ((inject = total <= kInjectCopyMax && can_inject(c, total, mh))) {
     alignas(8) uint8_t tmp[kInjectCopyMax];
     memcpy(tmp, &h, kCtrlHdrSize);
@@ -189,7 +191,7 @@ Status send_eager(Comm& c, void* data, size_t size, int tag, MemHandle* mh, uint
       c.st.eagain.add();
       return comm_progress(c);
     }
-    return fi_fail(compact  ? "fi_injectdata(eager)"
+    return fi_fail(compact  ? (inject ? "fi_injectdata(eager)" : "fi_senddata(eager)")
                    : inject ? "fi_inject(eager)"
                             : "fi_sendv(eager)",
                    static_cast<int>(rc), c.peer_name.c_str());

@@ -397,14 +397,4 @@ bool decode_ctrl_hdr(const void* in, size_t len, CtrlHdr* out, std::string* why)
   return true;
 }
 
-bool compact_refused(uint64_t data, size_t len, std::string* why) {
-  if ((data >> 60) != (kCompactMark >> 60))
-    *why = fmt("CQ data 0x%016llx without the compact mark", data);
-  else if (((data >> 32) & kMaxCommId) == 0)
-    *why = "a compact eager message for comm id 0";
-  else
-    *why = "a compact eager message of " + std::to_string(len) + " bytes, shorter than its cookie";
-  return false;
-}
-
 }  // namespace nf

@@ -79,14 +79,16 @@ inline uint64_t data_tag(uint32_t cookie, int tag) {
 
 // Compact eager messages (docs/protocol.md): where the provider carries 8 bytes of remote CQ data
 // and the listener granted it (kProtoFlagCompactEager), an eager message whose tag fits 16 bits
-// goes as the receiving comm's 4-byte cookie and NCCL's payload (one injected piece), its header in
-// the CQ data: mark 0xE (bits 60..63) | receiving comm id (32..59) | tag (16..31) | the low 16
-// bits of the per-tag index. The receiver completes the index from the buffers it has posted for
-// the tag (a message is never 32768 messages away from them: kMaxAhead holds it far closer).
+// goes as NCCL's payload alone (one piece; injected up to the provider's inject size), its header
+// in the CQ data: mark 0xE (bits 60..63) | the low 28 bits of the receiving comm's cookie (32..59;
+// wire version 7, before it the comm's id) | tag (16..31) | the low 16 bits of the per-tag index.
+// The receiver finds the comm by those cookie bits (unique on its endpoint): a sender that does not
+// know the cookie names no comm. It completes the index from the buffers it has posted for the tag
+// (a message is never 32768 messages away from them: kMaxAhead holds it far closer).
 constexpr uint64_t kCompactMark = 0xeull << 60;
 constexpr int32_t kCompactTagMax = 0xffff;
-inline uint64_t compact_eager_data(uint32_t dst, int32_t tag, uint32_t index) {
-  return kCompactMark | (static_cast<uint64_t>(dst & kMaxCommId) << 32) |
+inline uint64_t compact_eager_data(uint32_t cookie, int32_t tag, uint32_t index) {
+  return kCompactMark | (static_cast<uint64_t>(cookie & kMaxCommId) << 32) |
          (static_cast<uint64_t>(static_cast<uint32_t>(tag) & 0xffffu) << 16) | (index & 0xffffu);
 }
 // The full per-tag index of a compact message whose low 16 bits are `low`, near `ref` (the index
@@ -96,25 +98,12 @@ inline uint32_t compact_index(uint32_t low, uint32_t ref) {
   return ref + static_cast<uint32_t>(static_cast<int32_t>(d));
 }
 
-// The cookie that starts a compact eager message (wire version 7): little-endian, 4 bytes.
-constexpr size_t kCompactPrefix = 4;
-// The header of a compact eager message received with remote CQ data `data` (its flag checked by
-// the caller), `len` bytes at `in`: the mark, a comm id (not 0), at least the cookie. *out is an
-// eager message's header whose index holds the low 16 bits and whose cookie is the message's first
-// 4 bytes. False with *why otherwise (compact_refused). Inline: every compact message takes it.
-bool compact_refused(uint64_t data, size_t len, std::string* why);
-inline bool decode_compact(uint64_t data, const void* in, size_t len, CtrlHdr* out,
-                           std::string* why) {
-  const uint32_t dst = static_cast<uint32_t>(data >> 32) & kMaxCommId;
-  if ((data >> 60) != (kCompactMark >> 60) || dst == 0 || len < kCompactPrefix)
-    return compact_refused(data, len, why);
-  uint32_t cookie;
-  memcpy(&cookie, in, sizeof cookie);
-  out->dst = dst | (static_cast<uint32_t>(kCtrlEager) << 28);
-  out->src = cookie;
-  out->tag = static_cast<int32_t>((data >> 16) & 0xffffu);
-  out->index = static_cast<uint32_t>(data & 0xffffu);
-  return true;
+// The header of a compact eager message received with remote CQ data `data` by comm `id`, found by
+// the cookie bits of the data (route_find): an eager message's header with the comm's cookie, whose
+// index holds the low 16 bits.
+inline CtrlHdr compact_hdr(uint64_t data, uint32_t id, uint32_t cookie) {
+  return ctrl_hdr(kCtrlEager, id, cookie, static_cast<int32_t>((data >> 16) & 0xffffu),
+                  static_cast<uint32_t>(data & 0xffffu));
 }
 
 // What listen writes into NCCL's 128-byte handle.

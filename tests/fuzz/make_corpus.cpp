@@ -217,22 +217,6 @@ NoticeMsg notice(uint32_t kind, uint64_t size) {
   return m;
 }
 
-// Compact eager messages: 8 bytes of CQ data, then the cookie and the payload.
-void compacts(const fs::path& dir) {
-  auto one = [&](const char* name, uint32_t dst, int32_t tag, uint32_t index, uint32_t cookie,
-                 size_t payload) {
-    std::vector<uint8_t> b(8 + kCompactPrefix + payload);
-    const uint64_t d = compact_eager_data(dst, tag, index);
-    memcpy(b.data(), &d, 8);
-    memcpy(b.data() + 8, &cookie, kCompactPrefix);
-    for (size_t i = 0; i < payload; ++i) b[8 + kCompactPrefix + i] = static_cast<uint8_t>(i);
-    save(dir, "compact", name, b.data(), b.size());
-  };
-  one("8-bytes", 3, 7, 41, 0xc00c1e0cu, 8);
-  one("empty", kMaxCommId, kCompactTagMax, 0xffff, 0xffffffffu, 0);
-  one("4096-bytes", 12, 0, 0x12345, 0x600dc0deu, 4092);
-}
-
 void notices(const fs::path& dir) {
   NoticeMsg m = notice(kNoticeRts, 1u << 20);
   save(dir, "notice", "rts", &m, sizeof(m));
@@ -290,7 +274,6 @@ int main(int argc, char** argv) {
   cts(dir);
   probes(dir, addrs);
   notices(dir);
-  compacts(dir);
   ctrl(dir, addrs);
   return failures == 0 ? 0 : 1;
 }
