@@ -110,6 +110,9 @@ void (*comm_listed_hook)(const Comm& c) = nullptr;
 
 namespace {
 
+// Closed comms whose cookie keys an endpoint remembers (SharedEp::closed_keys): 16 KiB.
+constexpr size_t kClosedKeys = 4096;
+
 // Lists every comm of s.comms but `skip` in s.by_route (comms come and go rarely: connect, accept,
 // close).
 void route_rebuild(SharedEp& s, const Comm* skip) {
@@ -134,7 +137,7 @@ void comm_register(Comm& c) {
   for (bool taken = true; taken;) {
     c.cookie_in = static_cast<uint32_t>(random_u64());
     const uint32_t key = c.cookie_in & kMaxCommId;
-    taken = key == 0;
+    taken = key == 0 || route_closed(s, key);
     for (const Comm* o : s.comms) taken = taken || (o->cookie_in & kMaxCommId) == key;
   }
   s.comms.push_back(&c);
@@ -143,7 +146,22 @@ void comm_register(Comm& c) {
   route_rebuild(s, nullptr);
 }
 
-void route_remove(SharedEp& s, const Comm* c) { route_rebuild(s, c); }
+void route_remove(SharedEp& s, const Comm* c) {
+  route_rebuild(s, c);
+  if (c->cookie_in == 0) return;
+  if (s.closed_keys.size() < kClosedKeys) {
+    s.closed_keys.push_back(c->cookie_in & kMaxCommId);
+  } else {
+    s.closed_keys[s.closed_next] = c->cookie_in & kMaxCommId;
+    s.closed_next = (s.closed_next + 1) % kClosedKeys;
+  }
+}
+
+bool route_closed(const SharedEp& s, uint32_t key) {
+  for (uint32_t k : s.closed_keys)
+    if (k == key) return true;
+  return false;
+}
 
 void comm_fail(Comm& c, Status s, const char* why) {
   if (!ok(c.failed)) return;

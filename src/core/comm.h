@@ -217,6 +217,11 @@ struct SharedEp {
   // The listed comms by the low 28 bits of their cookie (compact eager messages are routed by it):
   // open addressing, linear probing, a power of two at least twice the comms; route_find.
   std::vector<Comm*> by_route;
+  // The cookie keys (low 28 bits) of the last kClosedKeys comms that closed, a ring: a compact
+  // message for one of them is a late message of a closed connection (dropped quietly), and a new
+  // comm never draws one of them (a late message never reaches another connection).
+  std::vector<uint32_t> closed_keys;
+  size_t closed_next = 0;
   // The control path's receive buffers per rail (core/ctrl.h): rail 0 always, the others only
   // where writes with immediate data consume receives (rx_cq_data).
   std::unique_ptr<CtrlPool> pools[kMaxRails];
@@ -476,8 +481,10 @@ inline Comm* route_find(const SharedEp& s, uint32_t key) {
     if (c == nullptr || (c->cookie_in & kMaxCommId) == key) return c;
   }
 }
-// Takes c out of the table (its close). Under sep.mu.
+// Takes c out of the table (its close) and remembers its key among the closed ones. Under sep.mu.
 void route_remove(SharedEp& s, const Comm* c);
+// Whether `key` is the cookie key of a comm of s that closed recently. Under sep.mu.
+bool route_closed(const SharedEp& s, uint32_t key);
 // Tests only (tests/unit/test_listing.cpp): when set, comm_register calls it under sep->mu with the
 // comm it lists, to check that comm is complete by then. NULL in the plugin.
 extern void (*comm_listed_hook)(const Comm& c);

@@ -372,9 +372,15 @@ void ctrl_rx_done(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const C
   if (rx->compact) {
     // Its header is the CQ data, which names the receiving comm by its cookie's low 28 bits: a
     // message that names none came from someone who does not know the cookie.
-    Comm* c = route_find(sep, static_cast<uint32_t>(e->data >> 32) & kMaxCommId);
+    const uint32_t key = static_cast<uint32_t>(e->data >> 32) & kMaxCommId;
+    Comm* c = route_find(sep, key);
     if (c == nullptr) {
-      forged(sep, nullptr, kCtrlEager);
+      // A late message of a connection that closed here (its peer may not know yet), or one
+      // that never had a cookie of ours.
+      if (route_closed(sep, key))
+        drop(sep, "its comm closed", 0, kCtrlEager, false);
+      else
+        forged(sep, nullptr, kCtrlEager);
       ctrl_release(sep, rx);
       return;
     }

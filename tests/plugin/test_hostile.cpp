@@ -653,13 +653,19 @@ int attacks_on_sender(nfc::NetPlugin& p) {
 }
 
 // Group C: handshakes that go wrong.
-int attacks_on_handshake(nfc::NetPlugin& p) {
-  Hostile h;
+// Opens the hostile endpoint and a listen comm of the plugin (its handle in `handle`).
+int open_and_listen(nfc::NetPlugin& p, Hostile& h, uint8_t* handle, void** listen) {
   std::string err;
   CHILD_CHECK(h.open(getenv("NCCL_FABRIC_PROVIDER"), &err), "hostile endpoint: %s", err.c_str());
+  CHILD_CHECK(p.listen(0, handle, listen) == ncclSuccess, "listen");
+  return 0;
+}
+
+int attacks_on_handshake(nfc::NetPlugin& p) {
+  Hostile h;
   uint8_t handle[nf::kHandleSize];
   void* listen = nullptr;
-  CHILD_CHECK(p.listen(0, handle, &listen) == ncclSuccess, "listen");
+  if (open_and_listen(p, h, handle, &listen) != 0) return 1;
   WireHandle wh;
   std::string why;
   CHILD_CHECK(nf::decode_handle(handle, &wh, &why), "handle: %s", why.c_str());
@@ -884,6 +890,31 @@ int attacks_on_liveness(nfc::NetPlugin& p, bool mock) {
   return 0;
 }
 
+// The statistics file's unsolicited.wrong_cookie (NCCL_FABRIC_STATS, written every second here),
+// once it is at least `at_least` (up to 10 s); 0 without the file.
+unsigned long long stats_wrong_cookie(Hostile& h, unsigned long long at_least) {
+  const char* stats = getenv("NCCL_FABRIC_STATS");
+  if (stats == nullptr || *stats == 0) return 0;
+  std::string path(stats);
+  const size_t at = path.find("%p");
+  if (at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
+  unsigned long long counted = 0;
+  h.pump(1500);  // the file is rewritten every second: this read sees what came before the call
+  const auto t0 = Clock::now();
+  do {
+    h.pump(100);
+    FILE* f = fopen(path.c_str(), "r");
+    if (f == nullptr) continue;
+    char buf[8192];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char* w = strstr(buf, "\"wrong_cookie\": ");
+    if (w != nullptr) counted = strtoull(w + 16, nullptr, 10);
+  } while (counted < at_least && secs_since(t0) < 10);
+  return counted;
+}
+
 // Issue 36, every message tied to its connection. A third party that learned the plugin's
 // address (a listen handle's, as a same-host process could) sends, before each real message of a
 // well-behaved pair, messages that claim to belong to that pair's connection: clear-to-sends naming
@@ -1011,25 +1042,9 @@ int attacks_on_connections(nfc::NetPlugin& p) {
   }
   x.release(&reg);
   if (legit_transfer(p, sc, rc, 42) != 0) return 1;
-  // Counted in the statistics file (written every second here): those that reached a comm.
-  const char* stats = getenv("NCCL_FABRIC_STATS");
-  if (stats != nullptr && *stats != 0) {
-    std::string path(stats);
-    const size_t at = path.find("%p");
-    if (at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
-    unsigned long long counted = 0;
-    const auto t0 = Clock::now();
-    while (counted == 0 && secs_since(t0) < 10) {
-      x.pump(100);
-      FILE* f = fopen(path.c_str(), "r");
-      if (f == nullptr) continue;
-      char buf[8192];
-      const size_t n = fread(buf, 1, sizeof buf - 1, f);
-      fclose(f);
-      buf[n] = 0;
-      const char* w = strstr(buf, "\"wrong_cookie\": ");
-      if (w != nullptr) counted = strtoull(w + 16, nullptr, 10);
-    }
+  // Counted in the statistics file: those that reached a comm.
+  if (getenv("NCCL_FABRIC_STATS") != nullptr) {
+    const unsigned long long counted = stats_wrong_cookie(x, 1);
     CHILD_CHECK(counted > 0 && counted <= forged,
                 "the statistics file counts %llu messages without the cookie (%llu forged)",
                 counted, static_cast<unsigned long long>(forged));
@@ -1101,6 +1116,47 @@ int forged_sendrecv_data(nfc::NetPlugin& p) {
   return 0;
 }
 
+// A compact eager message that arrives after its comm closed (its peer did not know yet) names a
+// cookie no listed comm has: it is dropped as late, not counted as forged (a healthy job's
+// statistics keep wrong_cookie at 0), and a comm made later never takes it.
+int late_compact_messages(nfc::NetPlugin& p) {
+  Hostile h;
+  uint8_t handle[nf::kHandleSize];
+  void* listen = nullptr;
+  if (open_and_listen(p, h, handle, &listen) != 0) return 1;
+  void* rc = nullptr;
+  HostileConn c;
+  if (hostile_connect(p, h, listen, handle, 4100, &rc, &c) != 0) return 1;
+  CHILD_CHECK(c.compact, "the listener did not grant compact eager messages");
+  CHILD_CHECK(p.close_recv(rc) == ncclSuccess, "closeRecv");
+  std::vector<uint8_t> junk(64, 0xee);
+  for (uint32_t i = 0; i < 20; ++i)
+    CHILD_CHECK(
+        h.send(c.peer, junk.data(), junk.size(), true, nf::compact_eager_data(c.cookie, 3, i)),
+        "late compact message");
+  // A new connection on the same listen comm: its comm never takes them.
+  void* rc2 = nullptr;
+  HostileConn c2;
+  if (hostile_connect(p, h, listen, handle, 4101, &rc2, &c2) != 0) return 1;
+  CHILD_CHECK((c2.cookie & nf::kMaxCommId) != (c.cookie & nf::kMaxCommId), "a closed comm's key");
+  Recv r(64);
+  if (r.post(p, rc2, 3) != 0) return 1;
+  CHILD_CHECK(h.send(c2.peer, junk.data(), 16, true, nf::compact_eager_data(c.cookie, 3, 0)),
+              "late compact message");
+  h.pump(50);
+  CHILD_CHECK(outcome(p, r.req, 0) == 0, "a late message of a closed comm landed in a new one");
+  CHILD_CHECK(stats_wrong_cookie(h, 0) == 0, "late messages counted as forged");
+  // The forged one next to them is counted.
+  CHILD_CHECK(h.send(c2.peer, junk.data(), 16, true,
+                     nf::compact_eager_data((c.cookie ^ 0x5555u) & nf::kMaxCommId, 3, 0)),
+              "forged compact message");
+  CHILD_CHECK(stats_wrong_cookie(h, 1) == 1, "a forged compact message was not counted");
+  p.dereg_mr(rc2, r.mh);
+  p.close_recv(rc2);
+  p.close_listen(listen);
+  return 0;
+}
+
 std::vector<std::pair<std::string, PairOptions>> hostile_providers() {
   std::vector<std::pair<std::string, PairOptions>> v;
   PairOptions mock = mock_options();
@@ -1114,6 +1170,23 @@ std::vector<std::pair<std::string, PairOptions>> hostile_providers() {
     k.second.env.push_back({"NCCL_FABRIC_CONNECT_TIMEOUT", "2"});
   }
   return v;
+}
+
+// run_single with the statistics file on (every second, in a directory of its own, removed after).
+bool run_with_stats(PairOptions o, const std::function<int(nfc::NetPlugin&)>& body,
+                    std::string* log) {
+  char dir[] = "/tmp/nf-hostile-stats.XXXXXX";
+  if (mkdtemp(dir) == nullptr) return false;
+  o.env.push_back({"NCCL_FABRIC_STATS", std::string(dir) + "/%p.json"});
+  o.env.push_back({"NCCL_FABRIC_STATS_INTERVAL", "1"});
+  const bool ok = run_single(o, body, log);
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') unlink((std::string(dir) + "/" + e->d_name).c_str());
+    closedir(d);
+  }
+  rmdir(dir);
+  return ok;
 }
 
 }  // namespace
@@ -1170,19 +1243,9 @@ TEST_CASE("a third party: messages it forges for a connection are not taken as t
           "[plugin][hostile]") {
   for (auto& k : hostile_providers()) {
     SECTION(k.first) {
-      char dir[] = "/tmp/nf-hostile-stats.XXXXXX";
-      REQUIRE(mkdtemp(dir) != nullptr);
-      k.second.env.push_back({"NCCL_FABRIC_STATS", std::string(dir) + "/%p.json"});
-      k.second.env.push_back({"NCCL_FABRIC_STATS_INTERVAL", "1"});
       std::string log;
-      CHECK(run_single(k.second, attacks_on_connections, &log));
+      CHECK(run_with_stats(k.second, attacks_on_connections, &log));
       INFO(log);
-      if (DIR* d = opendir(dir)) {
-        while (dirent* e = readdir(d))
-          if (e->d_name[0] != '.') unlink((std::string(dir) + "/" + e->d_name).c_str());
-        closedir(d);
-      }
-      rmdir(dir);
     }
   }
 }
@@ -1198,4 +1261,14 @@ TEST_CASE("a third party: SENDRECV data it forges for a connection does not matc
       INFO(log);
     }
   }
+}
+
+TEST_CASE("late compact messages of a closed comm are dropped quietly, not taken as forged",
+          "[plugin][hostile]") {
+  PairOptions o;
+  o.provider = "tcp;ofi_rxm";  // 8 bytes of CQ data: compact messages (the mock, like EFA, has 4)
+  o.env.push_back({"NCCL_FABRIC_PROTOCOL", "rdma"});
+  std::string log;
+  CHECK(run_with_stats(o, late_compact_messages, &log));
+  INFO(log);
 }
