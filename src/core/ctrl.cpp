@@ -110,22 +110,17 @@ void forged(SharedEp& sep, Comm* c, uint8_t kind) {
   const bool first = c != nullptr && !c->forged_said;
   if (!first && (n & (n - 1)) != 0) return;
   if (c != nullptr) c->forged_said = true;
-  const char* what = kind == kCtrlCts     ? "clear-to-send"
-                     : kind == kCtrlEager ? "eager message"
-                                          : "notice";
-  if (c != nullptr)
-    NF_WARN(
-        "ignored a %s for comm %u (connected to %s) that does not carry the connection's cookie: "
-        "it is not from that peer but from a stale, broken or hostile process that can reach this "
-        "endpoint (%llu such messages on %s so far; docs/troubleshooting.md#wrong-cookie)",
-        what, c->id, c->peer_name.c_str(), static_cast<unsigned long long>(n),
-        sep.ep->domain().name().c_str());
-  else
-    NF_WARN(
-        "ignored a compact %s whose cookie belongs to no comm here: it is from a stale, broken or "
-        "hostile process that can reach this endpoint (%llu such messages on %s so far; "
-        "docs/troubleshooting.md#wrong-cookie)",
-        what, static_cast<unsigned long long>(n), sep.ep->domain().name().c_str());
+  const std::string whom = c != nullptr ? "comm " + std::to_string(c->id) + " (connected to " +
+                                              c->peer_name + ") that does not carry its cookie"
+                                        : "a cookie that belongs to no comm here";
+  NF_WARN(
+      "ignored %s for %s: it is not from that comm's peer but from a stale, broken or hostile "
+      "process that can reach this endpoint (%llu such messages on %s so far; "
+      "docs/troubleshooting.md#wrong-cookie)",
+      kind == kCtrlCts     ? "a clear-to-send"
+      : kind == kCtrlEager ? "an eager message"
+                           : "a notice",
+      whom.c_str(), static_cast<unsigned long long>(n), sep.ep->domain().name().c_str());
 }
 
 // Copies a handshake message into the comm's handshake buffer and completes its receive.
@@ -230,10 +225,8 @@ void lost(SharedEp& sep, CtrlRx* rx, const CqError& err) {
     const uint32_t id = ctrl_dst(h);
     Comm* c = id < sep.by_id.size() ? sep.by_id[id] : nullptr;
     // Only from the comm's own peer: another sender cannot fail it with an oversized message.
-    const bool from_peer =
-        c != nullptr &&
-        (ctrl_conn_kind(ctrl_kind(h)) ? ctrl_cookie(h) == c->cookie_in : ctrl_src(h) == c->peer_id);
-    if (c != nullptr && c->established && from_peer)
+    if (c != nullptr && c->established &&
+        (ctrl_conn_kind(ctrl_kind(h)) ? ctrl_cookie(h) == c->cookie_in : ctrl_src(h) == c->peer_id))
       comm_fail(*c, Status::kRemoteError, why.c_str());
     else
       drop(sep, ("a message that failed to land (" + err.text + ")").c_str(), id, ctrl_kind(h));
@@ -384,10 +377,7 @@ void ctrl_rx_done(SharedEp& sep, OpCtx* op, const fi_cq_tagged_entry* e, const C
       ctrl_release(sep, rx);
       return;
     }
-    h = compact_hdr(e->data, c->id, c->cookie_in);
-    rx->hdr = h;
-    if (!route(*c, h, rx)) ctrl_release(sep, rx);
-    return;
+    h = compact_hdr(e->data, c->id, c->cookie_in);  // routed below by its id, as every message
   } else if (!decode_ctrl_hdr(rx->buf, rx->len, &h, &why)) {
     drop(sep, why.c_str(), ctrl_dst(*reinterpret_cast<const CtrlHdr*>(rx->buf)),
          ctrl_kind(*reinterpret_cast<const CtrlHdr*>(rx->buf)));

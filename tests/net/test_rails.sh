@@ -87,15 +87,16 @@ ENV=(NCCL_FABRIC_PROVIDER='tcp;ofi_rxm' NCCL_FABRIC_RAILS=2 FI_PROVIDER_PATH= NC
 FAILS=0
 
 # Runs rank 0 in A (--listen) and rank 1 in B (--peer over rail 0's address); rank 0's table goes
-# to $WORK/$1.log. Returns rank 0's exit status (both must succeed).
+# to $WORK/$1.log. Succeeds when both ranks do. Each rank is killed after 400 s (its own --timeout
+# bounds each phase; this bounds the whole).
 run_pair() {  # name [perf args...]
   local name=$1 rc_a rc_b
   shift
   PORT=$((PORT + 1))
-  ip netns exec "$NA" env "${ENV[@]}" "$PERF" --plugin "$PLUGIN" --listen "$PORT" \
+  ip netns exec "$NA" env "${ENV[@]}" timeout -s KILL 400 "$PERF" --plugin "$PLUGIN" --listen "$PORT" \
     --provider 'tcp;ofi_rxm' "$@" > "$WORK/$name.log" 2>&1 &
   local ra=$!
-  ip netns exec "$NB" env "${ENV[@]}" "$PERF" --plugin "$PLUGIN" --peer "$NET0.1:$PORT" \
+  ip netns exec "$NB" env "${ENV[@]}" timeout -s KILL 400 "$PERF" --plugin "$PLUGIN" --peer "$NET0.1:$PORT" \
     --provider 'tcp;ofi_rxm' --timeout 300 > "$WORK/$name.peer.log" 2>&1 &
   local rb=$!
   PIDS=("$ra" "$rb")

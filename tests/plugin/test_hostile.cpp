@@ -1189,78 +1189,55 @@ bool run_with_stats(PairOptions o, const std::function<int(nfc::NetPlugin&)>& bo
   return ok;
 }
 
+// Runs body in a child process of its own on each provider of hostile_providers(), a section each
+// (`mock`: the mock EFA provider); with `stats` the statistics file is on (run_with_stats), with
+// `protocol` NCCL_FABRIC_PROTOCOL is that one instead of rdma.
+void each_provider(const std::function<int(nfc::NetPlugin&, bool mock)>& body, bool stats = false,
+                   const char* protocol = nullptr) {
+  for (auto& k : hostile_providers()) {
+    SECTION(k.first) {
+      if (protocol != nullptr)
+        for (auto& e : k.second.env)
+          if (e.first == "NCCL_FABRIC_PROTOCOL") e.second = protocol;
+      const bool mock = k.first == "mock EFA";
+      const auto run = [&](nfc::NetPlugin& p) { return body(p, mock); };
+      std::string log;
+      CHECK((stats ? run_with_stats(k.second, run, &log) : run_single(k.second, run, &log)));
+      INFO(log);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a hostile sender: the receiving plugin fails what it touches and nothing else",
           "[plugin][hostile]") {
-  for (auto& k : hostile_providers()) {
-    SECTION(k.first) {
-      const bool wide = k.first != "mock EFA";
-      std::string log;
-      CHECK(run_single(
-          k.second, [wide](nfc::NetPlugin& p) { return attacks_on_receiver(p, wide); }, &log));
-      INFO(log);
-    }
-  }
+  each_provider([](nfc::NetPlugin& p, bool mock) { return attacks_on_receiver(p, !mock); });
 }
 
 TEST_CASE("a hostile receiver: its clear-to-sends cannot make the plugin write elsewhere",
           "[plugin][hostile]") {
-  for (auto& k : hostile_providers()) {
-    SECTION(k.first) {
-      std::string log;
-      CHECK(run_single(k.second, attacks_on_sender, &log));
-      INFO(log);
-    }
-  }
+  each_provider([](nfc::NetPlugin& p, bool) { return attacks_on_sender(p); });
 }
 
 TEST_CASE("handshakes that go wrong: floods of bad connects, silent peers, mute listeners",
           "[plugin][hostile]") {
-  for (auto& k : hostile_providers()) {
-    SECTION(k.first) {
-      std::string log;
-      CHECK(run_single(k.second, attacks_on_handshake, &log));
-      INFO(log);
-    }
-  }
+  each_provider([](nfc::NetPlugin& p, bool) { return attacks_on_handshake(p); });
 }
 
 TEST_CASE("a third party: forged pongs keep no dead peer alive, pings from strangers get nothing",
           "[plugin][hostile]") {
-  for (auto& k : hostile_providers()) {
-    SECTION(k.first) {
-      const bool mock = k.first == "mock EFA";
-      std::string log;
-      CHECK(run_single(
-          k.second, [mock](nfc::NetPlugin& p) { return attacks_on_liveness(p, mock); }, &log));
-      INFO(log);
-    }
-  }
+  each_provider(attacks_on_liveness);
 }
 
 TEST_CASE("a third party: messages it forges for a connection are not taken as the peer's",
           "[plugin][hostile]") {
-  for (auto& k : hostile_providers()) {
-    SECTION(k.first) {
-      std::string log;
-      CHECK(run_with_stats(k.second, attacks_on_connections, &log));
-      INFO(log);
-    }
-  }
+  each_provider([](nfc::NetPlugin& p, bool) { return attacks_on_connections(p); }, true);
 }
 
 TEST_CASE("a third party: SENDRECV data it forges for a connection does not match its receives",
           "[plugin][hostile]") {
-  for (auto& k : hostile_providers()) {
-    SECTION(k.first) {
-      for (auto& e : k.second.env)
-        if (e.first == "NCCL_FABRIC_PROTOCOL") e.second = "sendrecv";
-      std::string log;
-      CHECK(run_single(k.second, forged_sendrecv_data, &log));
-      INFO(log);
-    }
-  }
+  each_provider([](nfc::NetPlugin& p, bool) { return forged_sendrecv_data(p); }, false, "sendrecv");
 }
 
 TEST_CASE("late compact messages of a closed comm are dropped quietly, not taken as forged",
